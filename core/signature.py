@@ -1,0 +1,139 @@
+"""A torch-free model of a functional ``ExportGraphSignature``.
+
+It mirrors ``torch/export/graph_signature.py`` (kinds, specs, argument kinds,
+``persistent``) plus what an editor needs on top: tensor metadata, symbol ranges
+and the source line each spec comes from. The worker builds it from a real
+``ExportedProgram``; the CLI and the server only ever read it.
+
+Kinds are kept as plain strings, not enums: a kind this version does not know
+(from a newer torch, or a corrupt payload) must survive decoding so that it can be
+reported as ``unknown-input-kind`` instead of crashing the reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+INPUT_KINDS: tuple[str, ...] = (
+    "USER_INPUT",
+    "PARAMETER",
+    "BUFFER",
+    "CONSTANT_TENSOR",
+    "CUSTOM_OBJ",
+    "TOKEN",
+)
+OUTPUT_KINDS: tuple[str, ...] = (
+    "USER_OUTPUT",
+    "LOSS_OUTPUT",
+    "BUFFER_MUTATION",
+    "PARAMETER_MUTATION",
+    "GRADIENT_TO_PARAMETER",
+    "GRADIENT_TO_USER_INPUT",
+    "USER_INPUT_MUTATION",
+    "TOKEN",
+)
+# torch's argument classes, by the name the JSON contract uses for each.
+ARG_KINDS: tuple[str, ...] = (
+    "tensor",
+    "symint",
+    "symfloat",
+    "symbool",
+    "constant",
+    "custom_obj",
+    "token",
+)
+
+# A dimension is an int or the name of a symbol ("s0").
+Dim = int | str
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    dtype: str  # torch's name without the prefix: "float32"
+    shape: tuple[Dim, ...]
+    device: str  # "cpu", "meta", "cuda:0"
+    requires_grad: bool = False
+
+    def short(self) -> str:
+        """``f32[s0, 3]``, the notation torch prints in graph code."""
+        dims = ", ".join(str(d) for d in self.shape)
+        return f"{_DTYPE_ABBR.get(self.dtype, self.dtype)}[{dims}]"
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One graph argument: torch's ``TensorArgument``, ``ConstantArgument``, ..."""
+
+    kind: str  # one of ARG_KINDS (kept as read, even if unknown)
+    name: str
+    value: Any = None  # constants only: int, float, bool, str or None
+    class_fqn: str | None = None  # custom objects only
+    meta: TensorMeta | None = None  # tensors (and the int of a symint, as shape ())
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    line: int  # 1-based
+    column: int = 1  # 1-based
+    end_line: int | None = None
+    end_column: int | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    kind: str
+    arg: ArgSpec
+    target: str | None = None
+    persistent: bool | None = None
+    source: SourceLine | None = None
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    kind: str
+    arg: ArgSpec
+    target: str | None = None
+    source: SourceLine | None = None
+
+
+@dataclass(frozen=True)
+class Signature:
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[OutputSpec, ...]
+    # symbol -> (min, max); None stands for an unbounded end.
+    ranges: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+
+    def torch_text(self) -> str:
+        """The signature exactly as ``print(ep.graph_signature)`` shows it."""
+        lines = ["", "# inputs"]
+        for i in self.inputs:
+            target = "" if i.target is None else f" target='{i.target}'"
+            persistent = "" if i.persistent is None else f" persistent={i.persistent}"
+            lines.append(f"{i.arg.name}: {i.kind}{target}{persistent}")
+        lines += ["", "# outputs"]
+        for o in self.outputs:
+            target = "" if o.target is None else f" target='{o.target}'"
+            lines.append(f"{o.arg.name}: {o.kind}{target}")
+        return "\n".join(lines) + "\n"
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    return dataclasses.replace(obj, **changes)
+
+
+_DTYPE_ABBR = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "b8",
+    "complex64": "c64",
+    "complex128": "c128",
+}

@@ -1,0 +1,75 @@
+"""The ``@exportlens.target`` decorator. Importing it never imports torch.
+
+It only marks the decorated class or function and records it in a registry that
+the export worker reads after running the file; the decorated object itself is
+returned unchanged, so the file behaves exactly as it would without exportlens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar, overload
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ATTRIBUTE = "__exportlens_target__"
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    example_args: Any = None
+    example_kwargs: Any = None
+    dynamic_shapes: Any = None
+    strict: bool = False
+    name: str | None = None
+
+
+# Every decorated object, in definition order: (object, options). The worker
+# filters it by the module it just ran.
+REGISTRY: list[tuple[Any, TargetOptions]] = []
+
+
+@overload
+def target(obj: F, /) -> F: ...
+@overload
+def target(
+    *,
+    example_args: Any = None,
+    example_kwargs: Any = None,
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    name: str | None = None,
+) -> Callable[[F], F]: ...
+
+
+def target(
+    obj: Any = None,
+    /,
+    *,
+    example_args: Any = None,
+    example_kwargs: Any = None,
+    dynamic_shapes: Any = None,
+    strict: bool = False,
+    name: str | None = None,
+) -> Any:
+    """Declare a model for exportlens to export.
+
+    On an ``nn.Module`` subclass constructed with no arguments, ``example_args`` is a
+    tuple or a zero-argument callable returning one. On a zero-argument function, the
+    function returns ``(module, args)`` or ``(module, args, kwargs)``.
+    """
+    options = TargetOptions(example_args, example_kwargs, dynamic_shapes, strict, name)
+
+    def mark(o: F) -> F:
+        if not callable(o):
+            raise TypeError("@exportlens.target decorates a class or a function")
+        try:
+            setattr(o, ATTRIBUTE, options)
+        except (AttributeError, TypeError):
+            pass
+        REGISTRY.append((o, options))
+        return o
+
+    if obj is not None:
+        return mark(obj)
+    return mark
