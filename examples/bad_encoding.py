@@ -1,0 +1,3 @@
+"""A file whose bytes are not valid UTF-8 (syntax-error, as Python reports it)."""
+
+GREETING = "café"

@@ -1,0 +1,84 @@
+"""Which files under the paths given to ``check`` declare targets. Torch-free.
+
+A folder is walked for ``.py`` files (skipping virtual environments, caches and
+hidden folders); a file is a candidate when its text mentions a declaration form
+(``example_args``, ``exportlens.target``/``@target``) or pyproject names it. Files
+named explicitly are always checked, so their syntax errors are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from exportlens.core.targets import find_pyproject, pyproject_targets
+
+SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
+_DECLARES = re.compile(rb"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Per-file settings from the nearest ``[tool.exportlens]``."""
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    strict: bool | None = None
+
+
+def walk(paths: list[str]) -> tuple[list[str], list[str]]:
+    """``(files to check, paths that do not exist)``."""
+    files: list[str] = []
+    missing: list[str] = []
+    for p in paths:
+        if os.path.isfile(p):
+            files.append(os.path.abspath(p))
+        elif os.path.isdir(p):
+            for directory, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        full = os.path.abspath(os.path.join(directory, name))
+                        if _declares(full):
+                            files.append(full)
+        else:
+            missing.append(p)
+    return sorted(dict.fromkeys(files)), missing
+
+
+def _declares(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    if _DECLARES.search(data):
+        return True
+    pyproject = find_pyproject(path)
+    if pyproject:
+        entries, _ = pyproject_targets(pyproject)
+        real = os.path.realpath(path)
+        return any(os.path.realpath(e.rpartition(":")[0]) == real for e in entries)
+    return False
+
+
+def settings_for(path: str) -> Settings:
+    import tomllib
+
+    pyproject = find_pyproject(path)
+    if not pyproject:
+        return Settings()
+    try:
+        with open(pyproject, "rb") as f:
+            section = tomllib.load(f).get("tool", {}).get("exportlens", {})
+    except (OSError, ValueError):
+        return Settings()
+    timeout = section.get("timeout")
+    memory = section.get("memory_mb")
+    strict = section.get("strict")
+    return Settings(
+        float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None,
+        int(memory) if isinstance(memory, int) and memory > 0 else None,
+        strict if isinstance(strict, bool) else None,
+    )

@@ -1,0 +1,177 @@
+"""Printing results: ``path:line:col: code message`` lines and signature tables
+for people, the contract's JSON document for tools. Torch-free."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from exportlens.core.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.signature import InputSpec, OutputSpec, Signature
+
+JSON_VERSION = 1
+
+
+def display_path(path: str, cwd: str | None = None) -> str:
+    cwd = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+# -- JSON -----------------------------------------------------------------------
+
+
+def spec_json(spec: InputSpec | OutputSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": spec.kind, "name": spec.arg.name, "target": spec.target}
+    if isinstance(spec, InputSpec) and spec.kind == "BUFFER":
+        out["persistent"] = spec.persistent
+    out["arg"] = spec.arg.kind
+    if spec.arg.kind == "constant":
+        out["value"] = spec.arg.value
+    if spec.arg.kind == "custom_obj":
+        out["class_fqn"] = spec.arg.class_fqn
+    meta = spec.arg.meta
+    if meta is not None:
+        out["dtype"] = meta.dtype
+        out["shape"] = list(meta.shape)
+        out["device"] = meta.device
+    out["line"] = spec.source.line if spec.source else None
+    return out
+
+
+def signature_json(sig: Signature) -> dict[str, Any]:
+    return {
+        "inputs": [spec_json(s) for s in sig.inputs],
+        "outputs": [spec_json(s) for s in sig.outputs],
+        "ranges": {k: [lo, hi] for k, (lo, hi) in sig.ranges.items()},
+    }
+
+
+def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "code": d.code,
+        "severity": d.severity,
+        "line": d.line,
+        "column": d.column,
+        "end_line": d.end_line if d.end_line is not None else d.line,
+        "end_column": d.end_column if d.end_column is not None else d.column + 1,
+        "message": d.message,
+        "target": d.target,
+    }
+    if d.related:
+        out["related"] = [{"path": r.path, "line": r.line, "column": r.column, "message": r.message} for r in d.related]
+    return out
+
+
+def target_json(t: TargetResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": t.name,
+        "line": t.line,
+        "status": t.status,
+        "export_ms": round(t.export_ms, 1) if t.export_ms is not None else None,
+    }
+    if t.status == "ok" and t.signature is not None:
+        out["signature"] = signature_json(t.signature)
+    return out
+
+
+def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, Any]:
+    return {
+        "version": JSON_VERSION,
+        "files": [
+            {
+                "path": display_path(r.path, cwd),
+                "diagnostics": [diagnostic_json(d) for d in r.diagnostics],
+                "targets": [target_json(t) for t in r.targets],
+            }
+            for r in results
+        ],
+    }
+
+
+# -- text -----------------------------------------------------------------------
+
+
+def diagnostic_line(path: str, d: Diagnostic) -> str:
+    head, _, rest = d.message.partition("\n")
+    target = f" [{d.target}]" if d.target else ""
+    text = f"{path}:{d.line}:{d.column}: {d.code} {head}{target}"
+    for extra in rest.splitlines():
+        if extra.strip():
+            text += f"\n    {extra.rstrip()}"
+    for r in d.related:
+        text += f"\n    {display_path(r.path)}:{r.line}: note: {r.message}"
+    return text
+
+
+def _dims(shape: Iterable[Any]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _spec_row(direction: str, spec: InputSpec | OutputSpec) -> list[str]:
+    target = spec.target or ""
+    if isinstance(spec, InputSpec) and spec.persistent is False:
+        target += " (non-persistent)"
+    meta = spec.arg.meta
+    if meta is not None:
+        value = f"{meta.dtype}{_dims(meta.shape)} {meta.device}"
+    elif spec.arg.kind == "constant":
+        value = f"constant {spec.arg.value!r}"
+    elif spec.arg.kind == "custom_obj":
+        value = f"custom_obj {spec.arg.class_fqn or ''}"
+    else:
+        value = spec.arg.kind
+    line = f":{spec.source.line}" if spec.source else ""
+    return [direction, spec.kind, spec.arg.name, target, value, line]
+
+
+def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
+    rows = [_spec_row("in", s) for s in sig.inputs] + [_spec_row("out", s) for s in sig.outputs]
+    if not rows:
+        return [indent + "(empty signature)"]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if sig.ranges:
+        ranges = ", ".join(f"{k} in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]" for k, (lo, hi) in sig.ranges.items())
+        lines.append(f"{indent}ranges: {ranges}")
+    return lines
+
+
+def target_header(path: str, t: TargetResult) -> str:
+    took = f", exported in {t.export_ms:.0f} ms" if t.export_ms is not None and t.status == "ok" else ""
+    return f"{t.name} ({path}:{t.line}): {t.status}{took}"
+
+
+def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None) -> str:
+    out: list[str] = []
+    for r in results:
+        path = display_path(r.path, cwd)
+        for d in r.diagnostics:
+            out.append(diagnostic_line(path, d))
+    if signatures:
+        for r in results:
+            path = display_path(r.path, cwd)
+            for t in r.targets:
+                out.append("")
+                out.append(target_header(path, t))
+                if t.signature is not None:
+                    out.extend(signature_table(t.signature))
+    return "\n".join(out)
+
+
+def summary(results: list[FileResult], seconds: float) -> str:
+    targets = [t for r in results for t in r.targets]
+    ok = sum(t.status == "ok" for t in targets)
+    counts: dict[str, int] = {}
+    for r in results:
+        for d in r.diagnostics:
+            counts[d.severity] = counts.get(d.severity, 0) + 1
+    parts = [f"{counts[s]} {s if counts[s] == 1 or s == 'information' else s + 's'}" for s in ("error", "warning", "information") if counts.get(s)]
+    diag = ", ".join(parts) if parts else "no diagnostics"
+    return (
+        f"Checked {len(results)} file{'s' * (len(results) != 1)}, {len(targets)} target{'s' * (len(targets) != 1)} "
+        f"({ok} exported, {len(targets) - ok} failed): {diag} in {seconds:.1f} s"
+    )
