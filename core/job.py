@@ -17,7 +17,6 @@ from exportlens.core.analyze import ErrorFacts, Frame, deepest_in_file, statemen
 from exportlens.core.loader import Loaded, frames_of, load
 from exportlens.core.protocol import ExportRequest
 from exportlens.core.results import Diagnostic, FileResult, Related, TargetResult
-from exportlens.core.signature import SourceLine
 from exportlens.core.targets import Built, Candidate, TargetError, discover, find_pyproject, pyproject_targets
 from exportlens.core.wire import to_plain
 
@@ -194,7 +193,7 @@ def _draft_failures(built: Built, loaded: Loaded) -> list[tuple[str, str, Frame]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ep = torch.export.draft_export(built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict)
-        report = ep._report
+        report = ep._report  # type: ignore[attr-defined]
     except BaseException:  # noqa: BLE001 - fall back to the first error alone
         return []
     files: dict[Any, str] = dict(getattr(report, "str_to_filename", {}) or {})

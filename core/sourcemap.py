@@ -218,7 +218,7 @@ class _Visitor(ast.NodeVisitor):
             return None
         return cls, fn, params[0]
 
-    def _record_target(self, target: ast.AST, value: ast.AST | None) -> None:
+    def _record_target(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         ctx = self._method_context()
         if ctx is not None:
             cls, fn, self_name = ctx
@@ -227,7 +227,7 @@ class _Visitor(ast.NodeVisitor):
                 if attr is None:
                     continue
                 method_name = self.function_stack[0].qualname.rsplit(".", 1)[-1]
-                where = span(t.parent_stmt) if hasattr(t, "parent_stmt") else span(t)
+                where = span(stmt)
                 if method_name == "__init__" or attr not in cls.attributes:
                     cls.attributes.setdefault(attr, where)
                 if method_name != "__init__":
@@ -235,7 +235,7 @@ class _Visitor(ast.NodeVisitor):
         elif not self.function_stack and not self.class_stack:
             for t in _flatten_targets(target):
                 if isinstance(t, ast.Name):
-                    self.index.global_assignments.setdefault(t.id, head(t.parent_stmt) if hasattr(t, "parent_stmt") else head(t))
+                    self.index.global_assignments.setdefault(t.id, head(stmt))
                     if isinstance(value, ast.Call) and _call_name(value) == "Dim":
                         name = _dim_name(value)
                         if name:
@@ -243,18 +243,14 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
-            for leaf in _flatten_targets(t):
-                leaf.parent_stmt = node  # type: ignore[attr-defined]
-            self._record_target(t, node.value)
+            self._record_target(t, node.value, node)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        node.target.parent_stmt = node  # type: ignore[attr-defined]
-        self._record_target(node.target, node.value)
+        self._record_target(node.target, node.value, node)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        node.target.parent_stmt = node  # type: ignore[attr-defined]
         ctx = self._method_context()
         if ctx is not None:
             cls, _, self_name = ctx

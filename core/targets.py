@@ -120,7 +120,7 @@ def _globals_form(module: types.ModuleType, index: SourceIndex, strict_default: 
     model = g.get("model")
     assign = index.global_assignments.get("model") or index.global_assignments.get("example_args") or SourceLine(1)
     cls = type(model) if model is not None else None
-    name = cls.__name__ if model is not None and isinstance(model, _nn_module()) else "model"
+    name = cls.__name__ if cls is not None and isinstance(model, _nn_module()) else "model"
     where = (_class_where(cls, module, index) if cls is not None else None) or assign
     strict = bool(g.get("strict", strict_default))
 
@@ -155,7 +155,7 @@ def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default
 
             out.append(Candidate(TargetDecl(name, where.line, "decorator", strict), where, build, obj))
         else:
-            name = options.name or getattr(obj, "__name__", "target")
+            name = options.name or str(getattr(obj, "__name__", "target"))
             where = _function_where(obj, index) or SourceLine(1)
 
             def build_fn(fn: Any = obj, opts: Any = options, strict: bool = strict, name: str = name) -> Built:
@@ -167,7 +167,7 @@ def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default
 
 def _pyproject_form(module: types.ModuleType, index: SourceIndex, strict_default: bool, entries: list[str]) -> list[Candidate]:
     path = os.path.realpath(getattr(module, "__file__", "") or "")
-    out = []
+    out: list[Candidate] = []
     for entry in entries:
         file_part, _, func_name = entry.rpartition(":")
         if os.path.realpath(file_part) != path:

@@ -69,7 +69,7 @@ def from_plain(tp: Any, data: Any) -> Any:
             return tuple(from_plain(args[0], x) for x in data)
         if len(args) != len(data):
             raise WireError(f"expected {len(args)} items, got {len(data)}")
-        return tuple(from_plain(a, x) for a, x in zip(args, data))
+        return tuple(from_plain(a, x) for a, x in zip(args, data, strict=True))
     if origin is dict:
         kt, vt = typing.get_args(tp)
         if not isinstance(data, dict):

@@ -133,7 +133,7 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
     if not rows:
         return [indent + "(empty signature)"]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if sig.ranges:
         ranges = ", ".join(f"{k} in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]" for k, (lo, hi) in sig.ranges.items())
         lines.append(f"{indent}ranges: {ranges}")

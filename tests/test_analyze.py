@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from exportlens.core import analyze
 from exportlens.core.analyze import ErrorFacts, Frame
 from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine

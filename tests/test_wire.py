@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from exportlens.core.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
 from exportlens.core.wire import WireError, from_plain, pack, to_plain, unpack

@@ -1,0 +1,1 @@
+"""exportlens.server: the language server (pygls). Never imports torch."""
