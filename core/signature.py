@@ -70,7 +70,7 @@ class ArgSpec:
     name: str
     value: Any = None  # constants only: int, float, bool, str or None
     class_fqn: str | None = None  # custom objects only
-    meta: TensorMeta | None = None  # tensors (and the int of a symint, as shape ())
+    meta: TensorMeta | None = None  # tensors only; a symint's symbol is in `value`
 
 
 @dataclass(frozen=True)
@@ -107,16 +107,16 @@ class Signature:
 
     def torch_text(self) -> str:
         """The signature exactly as ``print(ep.graph_signature)`` shows it."""
-        lines = ["", "# inputs"]
+        ins = []
         for i in self.inputs:
             target = "" if i.target is None else f" target='{i.target}'"
             persistent = "" if i.persistent is None else f" persistent={i.persistent}"
-            lines.append(f"{i.arg.name}: {i.kind}{target}{persistent}")
-        lines += ["", "# outputs"]
+            ins.append(f"{i.arg.name}: {i.kind}{target}{persistent}")
+        outs = []
         for o in self.outputs:
             target = "" if o.target is None else f" target='{o.target}'"
-            lines.append(f"{o.arg.name}: {o.kind}{target}")
-        return "\n".join(lines) + "\n"
+            outs.append(f"{o.arg.name}: {o.kind}{target}")
+        return "\n# inputs\n" + "\n".join(ins) + "\n\n# outputs\n" + "\n".join(outs) + "\n"
 
 
 def replace(obj: Any, **changes: Any) -> Any:
