@@ -1,0 +1,596 @@
+"""The warm export worker: ``python -m exportlens.core.worker``.
+
+One worker is a *zygote*: a single-threaded process that imports torch once, runs a
+tiny export so lazy imports and caches are hot, and then forks one disposable child
+per request. The child runs ``exportlens.core.job.run_job`` (the user's model code);
+a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
+Forking a warm zygote costs ~0.4 s per job against ~3.5 s for a forkserver and
+~5 s for a fresh interpreter (``bench/bench_startmethod.py``).
+
+Fork hazard: once a process has run an intra-op parallel (OpenMP) op, a forked
+child that runs one deadlocks. The zygote therefore only ever touches tiny tensors
+(below torch's parallel grain size) and keeps ``torch.set_num_threads(1)`` so that
+nothing it runs can start the OpenMP pool; each child restores the thread count.
+
+Protocol (frames from ``exportlens.core.protocol``), front end -> worker:
+  an ``ExportRequest`` as a plain map (no ``ev`` key)     run it (queued if busy)
+  ``{"ev": "cancel", "id": N}``                           kill job N now
+  ``{"ev": "exit"}``                                      kill any job and exit
+worker -> front end:
+  ``{"ev": "ready", "pid", "torch"}``        once, after warm-up
+  ``{"ev": "started", "id", "pid"}``         a job process runs request ``id``
+  ``{"ev": "begin", "id", "target"}``        progress (also a heartbeat)
+  ``{"ev": "result", "id", "result"}``       exactly once per request; a cancelled
+                                             request gets an empty ``FileResult`` and
+                                             ``"cancelled": true``. A cancel for an
+                                             id already answered gets no reply.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import faulthandler
+import importlib
+import os
+import re
+import selectors
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, NoReturn
+
+from exportlens.core.protocol import ExportRequest, write_frame
+from exportlens.core.results import Diagnostic, FileResult, TargetDecl, TargetResult
+from exportlens.core.wire import from_plain, to_plain
+
+OUTPUT_TAIL = 4096  # bytes of model output kept per request
+MEMORY_POLL_S = 0.025
+DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
+DUMP_GRACE_S = 0.2
+JOB_ENV = "EXPORTLENS_JOB_FUNC"  # private test hook: "module:function" to run instead
+PR_SET_PDEATHSIG = 1
+
+
+class FrameBuffer:
+    """Frames from a non-blocking fd: bytes in, complete msgpack maps out."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        import msgpack
+
+        self.data += chunk
+        out = []
+        while len(self.data) >= 4:
+            size = int.from_bytes(self.data[:4], "big")
+            if len(self.data) < 4 + size:
+                break
+            payload = bytes(self.data[4 : 4 + size])
+            del self.data[: 4 + size]
+            out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
+        return out
+
+
+class Tail:
+    """The last ``size`` bytes written to a pipe, however much was written."""
+
+    def __init__(self, size: int = OUTPUT_TAIL) -> None:
+        self.size = size
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > 2 * self.size:
+            del self.data[: -self.size]
+
+    def text(self) -> str:
+        raw = bytes(self.data[-self.size :])
+        text = raw.decode("utf-8", errors="replace")
+        if len(self.data) > self.size and "\n" in text:
+            text = text[text.index("\n") + 1 :]  # start at a whole line
+        return text
+
+
+# --------------------------------------------------------------------------- child
+
+
+def _job_function() -> Callable[[ExportRequest, Callable[[dict], None]], FileResult]:
+    spec = os.environ.get(JOB_ENV, "exportlens.core.job:run_job")
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
+    """The disposable job process. Never returns."""
+    code = 0
+    exit_now = os._exit  # ours, before the model's code can replace it
+    try:
+        os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
+        try:  # die with the zygote, and be the OOM killer's first choice
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        faulthandler.enable(file=dump_fd, all_threads=True)
+        faulthandler.register(DUMP_SIGNAL, file=dump_fd, all_threads=True)
+        _dump_before_exit(dump_fd)
+        import torch
+
+        torch.set_num_threads(num_threads)
+
+        def emit(message: dict) -> None:
+            write_frame(events_fd, message)
+
+        result = _job_function()(request, emit)
+        emit({"ev": "result", "result": to_plain(result)})
+    except BaseException:  # run_job handles the user's errors; this is our own bug
+        traceback.print_exc()
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        exit_now(code)
+
+
+def _dump_before_exit(dump_fd: int) -> None:
+    """Make ``os._exit`` in model code leave its stack behind, to point at its line."""
+    real_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        faulthandler.dump_traceback(file=dump_fd, all_threads=False)
+        real_exit(status)
+
+    os._exit = _exit
+
+
+# --------------------------------------------------------------------------- zygote
+
+
+@dataclass
+class Attempt:
+    """What the zygote learned from one job process."""
+
+    result: FileResult | None = None
+    decls: list[TargetDecl] | None = None
+    current: str | None = None  # the target in progress (last ``begin``)
+    failure: str | None = None  # "timeout", "out-of-memory", "worker-crash"
+    detail: str = ""
+    dump: str = ""
+    cancelled: bool = False
+    exiting: bool = False
+
+
+@dataclass
+class Merged:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    targets: dict[str, TargetResult] = field(default_factory=dict)
+    decls: list[TargetDecl] | None = None
+
+
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in ')
+
+
+def locate(dump: str, request: ExportRequest) -> int | None:
+    """The deepest line of the model file in a faulthandler dump, else of its root."""
+    frames = [(m.group(1), int(m.group(2))) for m in map(_FRAME.match, dump.splitlines()) if m]
+    path = os.path.realpath(request.path)
+    for fname, line in frames:  # most recent call first
+        if os.path.realpath(fname) == path:
+            return line
+    if request.root:
+        root = os.path.join(os.path.realpath(request.root), "")
+        for fname, line in frames:
+            real = os.path.realpath(fname)
+            if real.startswith(root) and "site-packages" not in real:
+                return line
+    return None
+
+
+def _signal_text(sig: int) -> str:
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    desc = signal.strsignal(sig) or ""
+    return f"{name} ({desc.lower()})" if desc else name
+
+
+def _rss_kb(pid: int, depth: int = 0) -> int:
+    """Resident set of pid plus its descendants, in kB (0 once it is gone)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmRSS:"):
+                    total = int(line.split()[1])
+                    break
+        if depth < 4:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+                    for child in f.read().split():
+                        total += _rss_kb(int(child), depth + 1)
+    except (OSError, ValueError):
+        pass
+    return total
+
+
+class Zygote:
+    def __init__(self, fin: int, fout: int) -> None:
+        self.fin = fin
+        self.fout = fout
+        self.inbox = FrameBuffer()
+        self.queue: collections.deque[ExportRequest] = collections.deque()
+        self.cancel_current = False
+        self.current_id: int | None = None
+        self.exiting = False
+        self.num_threads = 1
+
+    # ---- messages from the front end
+
+    def send(self, message: dict) -> None:
+        write_frame(self.fout, message)
+
+    def read_input(self) -> None:
+        """Read what is available on the protocol input and act on it."""
+        chunk = os.read(self.fin, 1 << 16)
+        if not chunk:
+            self.exiting = True
+            return
+        for message in self.inbox.feed(chunk):
+            self.handle(message)
+
+    def handle(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        ev = message.get("ev")
+        if ev is None or ev == "export":
+            plain = message.get("request", message)
+            request = from_plain(ExportRequest, plain)
+            self.queue.append(request)
+        elif ev == "cancel":
+            target = message.get("id")
+            if target == self.current_id:
+                self.cancel_current = True
+            for queued in list(self.queue):
+                if queued.id == target:
+                    self.queue.remove(queued)
+                    self.send_cancelled(queued)
+        elif ev == "exit":
+            self.exiting = True
+
+    def send_cancelled(self, request: ExportRequest) -> None:
+        empty = to_plain(FileResult(path=request.path))
+        self.send({"ev": "result", "id": request.id, "result": empty, "cancelled": True})
+
+    # ---- the loop
+
+    def serve(self) -> None:
+        while not self.exiting:
+            if not self.queue:
+                self.read_input()
+                continue
+            request = self.queue.popleft()
+            self.current_id, self.cancel_current = request.id, False
+            result = self.run_request(request)
+            self.current_id = None
+            if result is None:
+                if not self.exiting:
+                    self.send_cancelled(request)
+            else:
+                self.send({"ev": "result", "id": request.id, "result": to_plain(result)})
+
+    def run_request(self, request: ExportRequest) -> FileResult | None:
+        """Run the request's targets, re-forking past any target that kills its job."""
+        started = time.monotonic()
+        merged = Merged()
+        skip = list(request.skip)
+        tail = Tail()
+        while True:
+            attempt = self.run_child(replace(request, skip=tuple(skip)), tail)
+            if attempt.cancelled:
+                return None
+            if attempt.decls is not None and merged.decls is None:
+                merged.decls = attempt.decls
+            if attempt.result is not None:
+                return self.finish(request, merged, attempt.result, tail, started)
+            diagnostic = self.diagnose(request, attempt, merged.decls, tail)
+            merged.diagnostics.append(diagnostic)
+            if attempt.current is None or attempt.current in skip:
+                # Before any target started (or a repeat): a file-level failure, stop.
+                empty = FileResult(path=request.path)
+                return self.finish(request, merged, empty, tail, started)
+            decl = self._decl(merged.decls, attempt.current)
+            line = decl.line if decl else diagnostic.line
+            merged.targets[attempt.current] = TargetResult(attempt.current, line, "error")
+            skip.append(attempt.current)
+            remaining = [d.name for d in merged.decls or () if d.name not in skip]
+            if not remaining:
+                empty = FileResult(path=request.path)
+                return self.finish(request, merged, empty, tail, started)
+            # Targets that finished before the crash are exported again: a job reports
+            # its results only at the end, so theirs died with it.
+
+    @staticmethod
+    def _decl(decls: list[TargetDecl] | None, name: str | None) -> TargetDecl | None:
+        return next((d for d in decls or () if d.name == name), None)
+
+    def finish(
+        self,
+        request: ExportRequest,
+        merged: Merged,
+        last: FileResult,
+        tail: Tail,
+        started: float,
+    ) -> FileResult:
+        targets = dict(merged.targets)
+        for t in last.targets:
+            targets.setdefault(t.name, t)
+        order = {d.name: i for i, d in enumerate(merged.decls or ())}
+        ordered = sorted(targets.values(), key=lambda t: order.get(t.name, len(order)))
+        return FileResult(
+            path=last.path or request.path,
+            diagnostics=tuple(merged.diagnostics) + tuple(last.diagnostics),
+            targets=tuple(ordered),
+            local_imports=last.local_imports,
+            output_tail=tail.text(),  # the zygote saw all the output, the job none of it
+            elapsed_ms=(time.monotonic() - started) * 1000,
+        )
+
+    def diagnose(
+        self,
+        request: ExportRequest,
+        attempt: Attempt,
+        decls: list[TargetDecl] | None,
+        tail: Tail,
+    ) -> Diagnostic:
+        """The diagnostic for a job that timed out, blew its memory or died."""
+        name = attempt.current
+        decl = self._decl(decls, name)
+        line = locate(attempt.dump, request)
+        what = f"export of '{name}'" if name else f"loading {os.path.basename(request.path)}"
+        where = "at this line" if line else "(no line of this file was running)"
+        limits = request.limits
+        if attempt.failure == "timeout":
+            message = f"{what} took longer than {limits.timeout_s:g} s (limit: --timeout); it was stopped {where}"
+        elif attempt.failure == "out-of-memory":
+            message = (
+                f"{what} used more than {limits.memory_mb} MB of memory "
+                f"(limit: {limits.memory_mb} MB resident); it was stopped {where}"
+            )
+        else:
+            message = f"the export process died {attempt.detail} during {what}" + (
+                "; it crashed at this line" if line else ""
+            )
+        output = tail.text().strip()
+        if output and attempt.failure == "worker-crash":
+            lines = output.splitlines()[-8:]
+            message += "\nlast output:\n" + "\n".join(lines)
+        line = line or (decl.line if decl else 1)
+        # Only a failure inside a target belongs to it; before `begin` it is file-level.
+        return Diagnostic(code=attempt.failure or "worker-crash", message=message, line=line, target=name)
+
+    def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
+        """Fork one job process for the request and supervise it to its end."""
+        attempt = Attempt()
+        events_r, events_w = os.pipe()
+        output_r, output_w = os.pipe()
+        dump_fd = os.memfd_create("exportlens-stack")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (events_r, output_r, self.fin, self.fout):
+                os.close(fd)
+            _child_main(request, events_w, output_w, dump_fd, self.num_threads)
+        os.close(events_w)
+        os.close(output_w)
+        try:
+            os.setpgid(pid, pid)  # also done in the child; whichever runs first wins
+        except OSError:
+            pass
+        os.set_blocking(events_r, False)
+        os.set_blocking(output_r, False)
+        self.send({"ev": "started", "id": request.id, "pid": pid})
+        try:
+            self.supervise(pid, request, attempt, events_r, output_r, tail)
+        finally:
+            _kill_group(pid)
+            _drain(output_r, tail.add)
+            for fd in (events_r, output_r):
+                os.close(fd)
+            size = os.fstat(dump_fd).st_size
+            attempt.dump = os.pread(dump_fd, min(size, 1 << 20), 0).decode("utf-8", "replace")
+            os.close(dump_fd)
+        return attempt
+
+    def supervise(
+        self,
+        pid: int,
+        request: ExportRequest,
+        attempt: Attempt,
+        events_r: int,
+        output_r: int,
+        tail: Tail,
+    ) -> None:
+        limits = request.limits
+        memory_kb = limits.memory_mb * 1024
+        deadline = time.monotonic() + limits.timeout_s
+        next_poll = 0.0
+        events = FrameBuffer()
+        selector = selectors.DefaultSelector()
+        selector.register(self.fin, selectors.EVENT_READ, "in")
+        selector.register(events_r, selectors.EVENT_READ, "events")
+        selector.register(output_r, selectors.EVENT_READ, "output")
+        try:
+            while True:
+                for key, _ in selector.select(MEMORY_POLL_S):
+                    if key.data == "in":
+                        self.read_input()
+                    elif key.data == "output":
+                        # Bounded, so a model printing nonstop cannot starve the checks.
+                        if not _drain(output_r, tail.add, max_chunks=16):
+                            selector.unregister(output_r)
+                    else:
+                        chunks: list[bytes] = []
+                        open_ = _drain(events_r, chunks.append)
+                        for message in events.feed(b"".join(chunks)):
+                            if self.on_event(message, request, attempt):
+                                deadline = time.monotonic() + limits.timeout_s
+                        if not open_:
+                            selector.unregister(events_r)
+                if attempt.result is not None:
+                    return
+                if self.exiting or self.cancel_current:
+                    attempt.cancelled = True
+                    return
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    _drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
+                    if attempt.result is None:
+                        attempt.failure = "worker-crash"
+                        attempt.detail = _exit_text(status)
+                    return
+                if time.monotonic() > deadline:
+                    attempt.failure = "timeout"
+                    _dump_stack(pid)
+                    return
+                now = time.monotonic()
+                if now < next_poll:
+                    continue
+                next_poll = now + MEMORY_POLL_S
+                if _rss_kb(pid) > memory_kb:
+                    attempt.failure = "out-of-memory"
+                    _dump_stack(pid)
+                    return
+        finally:
+            selector.close()
+
+    def on_event(self, message: Any, request: ExportRequest, attempt: Attempt) -> bool:
+        """Record one job event; True when it starts a new timeout period."""
+        if not isinstance(message, dict):
+            return False
+        ev = message.get("ev")
+        if ev == "targets":
+            attempt.decls = [from_plain(TargetDecl, t) for t in message.get("targets", [])]
+            return True
+        if ev == "begin":
+            attempt.current = message.get("target")
+            self.send({"ev": "begin", "id": request.id, "target": attempt.current})
+            return True
+        if ev == "result":
+            attempt.result = from_plain(FileResult, message["result"])
+        return False
+
+
+def _drain(fd: int, sink: Callable[[bytes], Any], max_chunks: int = 1 << 30) -> bool:
+    """Read what a non-blocking fd has now (up to max_chunks reads); False at EOF."""
+    for _ in range(max_chunks):
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        sink(chunk)
+    return True
+
+
+def _exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        text = f"with {_signal_text(sig)}"
+        if sig == signal.SIGKILL:
+            text += " (killed from outside, perhaps the system ran out of memory)"
+        return text
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    if code == 70:
+        return "with exit code 70 (an internal exportlens error; see the output below)"
+    return f"with exit code {code} (os._exit or a native library ended the process)"
+
+
+def _dump_stack(pid: int) -> None:
+    """Ask faulthandler in the job for its stack, give it a moment, then kill."""
+    try:
+        os.kill(pid, DUMP_SIGNAL)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + DUMP_GRACE_S
+    while time.monotonic() < end:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return
+        time.sleep(0.01)
+    # The dump is written from the signal handler, synchronously: 200 ms is plenty.
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+# --------------------------------------------------------------------------- start
+
+
+def warm_up() -> str:
+    """Import torch and run one tiny export, so the first job starts hot."""
+    import torch
+
+    # Nothing the zygote runs may start the OpenMP pool (see the module docstring).
+    torch.set_num_threads(1)
+
+    class Warm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(4))
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x * self.weight) + self.count  # type: ignore[operator]
+
+    batch = torch.export.Dim("batch", min=2)
+    ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
+    ep.run_decompositions({})
+    _job_function()  # import the job module (and what it imports) once, here
+    return str(torch.__version__)
+
+
+def main() -> None:
+    # Keep the protocol on private fds: whatever the model (or torch) prints goes to
+    # fd 2, the worker's log, never into the frame stream.
+    fin, fout = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    import torch
+
+    num_threads = torch.get_num_threads()
+    version = warm_up()
+    zygote = Zygote(fin, fout)
+    zygote.num_threads = num_threads
+    zygote.send({"ev": "ready", "pid": os.getpid(), "torch": version})
+    zygote.serve()
+
+
+if __name__ == "__main__":
+    main()
