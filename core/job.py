@@ -48,6 +48,8 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
+            found = [analyze.complete_range(d, loaded.index) for d in found]
+            emit({"ev": "done", "target": to_plain(result), "diagnostics": [to_plain(d) for d in found]})
             results.append(result)
             diagnostics.extend(found)
     else:

@@ -42,8 +42,10 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NoReturn
 
+from exportlens.core.analyze import complete_range
 from exportlens.core.protocol import ExportRequest, write_frame
 from exportlens.core.results import Diagnostic, FileResult, TargetDecl, TargetResult
+from exportlens.core.sourcemap import SourceIndex
 from exportlens.core.wire import from_plain, to_plain
 
 OUTPUT_TAIL = 4096  # bytes of model output kept per request
@@ -169,6 +171,8 @@ class Attempt:
     dump: str = ""
     cancelled: bool = False
     exiting: bool = False
+    # Targets the job finished before it died: (result, its diagnostics).
+    done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
 
 
 @dataclass
@@ -304,6 +308,10 @@ class Zygote:
                 merged.decls = attempt.decls
             if attempt.result is not None:
                 return self.finish(request, merged, attempt.result, tail, started)
+            for finished, found in attempt.done:
+                merged.targets[finished.name] = finished
+                merged.diagnostics.extend(found)
+                skip.append(finished.name)
             diagnostic = self.diagnose(request, attempt, merged.decls, tail)
             merged.diagnostics.append(diagnostic)
             if attempt.current is None or attempt.current in skip:
@@ -318,8 +326,6 @@ class Zygote:
             if not remaining:
                 empty = FileResult(path=request.path)
                 return self.finish(request, merged, empty, tail, started)
-            # Targets that finished before the crash are exported again: a job reports
-            # its results only at the end, so theirs died with it.
 
     @staticmethod
     def _decl(decls: list[TargetDecl] | None, name: str | None) -> TargetDecl | None:
@@ -338,9 +344,11 @@ class Zygote:
             targets.setdefault(t.name, t)
         order = {d.name: i for i, d in enumerate(merged.decls or ())}
         ordered = sorted(targets.values(), key=lambda t: order.get(t.name, len(order)))
+        index = _index_of(request) if merged.diagnostics else None
+        own = tuple(complete_range(d, index) for d in merged.diagnostics) if index else ()
         return FileResult(
             path=last.path or request.path,
-            diagnostics=tuple(merged.diagnostics) + tuple(last.diagnostics),
+            diagnostics=own + tuple(last.diagnostics),
             targets=tuple(ordered),
             local_imports=last.local_imports,
             output_tail=tail.text(),  # the zygote saw all the output, the job none of it
@@ -488,9 +496,26 @@ class Zygote:
             attempt.current = message.get("target")
             self.send({"ev": "begin", "id": request.id, "target": attempt.current})
             return True
+        if ev == "done":
+            finished = from_plain(TargetResult, message["target"])
+            found = [from_plain(Diagnostic, d) for d in message.get("diagnostics", [])]
+            attempt.done.append((finished, found))
+            return False
         if ev == "result":
             attempt.result = from_plain(FileResult, message["result"])
         return False
+
+
+def _index_of(request: ExportRequest) -> SourceIndex:
+    """The file's index, to give the worker's own diagnostics a full range."""
+    text = request.source
+    if text is None:
+        try:
+            with open(request.path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+    return SourceIndex.build(text, request.path)
 
 
 def _drain(fd: int, sink: Callable[[bytes], Any], max_chunks: int = 1 << 30) -> bool:

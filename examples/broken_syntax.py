@@ -1,4 +1,4 @@
-"""A file that does not compile (syntax-error)."""
+"""A model file that does not compile (syntax-error): a colon is missing."""
 
 import torch
 
@@ -6,3 +6,7 @@ import torch
 class Broken(torch.nn.Module):
     def forward(self, x)
         return x
+
+
+model = Broken()
+example_args = (torch.randn(2),)
