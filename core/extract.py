@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
+
 from exportlens.core.signature import (
     ArgSpec,
     InputSpec,
@@ -35,7 +37,6 @@ from exportlens.core.signature import (
     TensorMeta,
 )
 from exportlens.core.sourcemap import ClassInfo, FunctionInfo, SourceIndex, frames_in_text
-from torch.utils import _pytree as pytree
 
 __all__ = ["extract_signature", "graph_text"]
 

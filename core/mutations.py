@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from exportlens.core.analyze import Frame, deepest_in_file
-from exportlens.core.loader import frames_of
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
+
+from exportlens.core.analyze import Frame, deepest_in_file
+from exportlens.core.loader import frames_of
 
 # In-place ops that change a tensor's shape, strides or storage, not its values.
 METADATA_INPLACE = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import msgpack
+
 from exportlens.core.results import FileResult
 
 MAX_FRAME = 256 * 1024 * 1024

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from exportlens.core import analyze
 from exportlens.core.analyze import ErrorFacts, Frame
 from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 import torch
+from torch.export import Dim
+
 from exportlens.core import extract
 from exportlens.core.extract import extract_signature, graph_text, tensor_meta
 from exportlens.core.signature import Signature, SourceLine
 from exportlens.core.sourcemap import SourceIndex
-from torch.export import Dim
 
 FIXTURES = Path(__file__).parent / "fixtures" / "extract"
 

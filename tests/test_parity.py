@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 import torch
+from torch.utils._sympy.numbers import int_oo
+
 from exportlens.core.extract import extract_signature, tensor_meta
 from exportlens.core.signature import Signature
 from exportlens.core.sourcemap import SourceIndex
-from torch.utils._sympy.numbers import int_oo
 
 try:
     import torch._export.db.examples as _examples

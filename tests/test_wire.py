@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from exportlens.core.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
 from exportlens.core.wire import WireError, from_plain, pack, to_plain, unpack

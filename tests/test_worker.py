@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
 from exportlens.core.pool import WorkerPool
 from exportlens.core.protocol import ExportRequest, Limits
 from exportlens.core.results import FileResult
