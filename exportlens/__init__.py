@@ -5,7 +5,20 @@ program model are usable anywhere. The torch-facing functions (``dumps``, ``load
 ``save``, ``load``) import torch when called.
 """
 
+from typing import Any
+
 from exportlens.target import target
 
 __version__ = "0.1.0"
-__all__ = ["target", "__version__"]
+__all__ = ["target", "dumps", "loads", "save", "load", "read_program", "ProgramModel", "SchemaError", "__version__"]
+
+_PROGRAM_API = {"dumps", "loads", "save", "load", "read_program", "ProgramModel", "SchemaError"}
+
+
+def __getattr__(name: str) -> Any:
+    """The serialization API, loaded on first use (it needs no torch until dumps/loads run)."""
+    if name in _PROGRAM_API:
+        from exportlens import program
+
+        return getattr(program, name)
+    raise AttributeError(f"module 'exportlens' has no attribute {name!r}")

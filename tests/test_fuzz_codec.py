@@ -1,0 +1,116 @@
+"""Hostile bytes: every failure is a SchemaError, quickly, with no outsized allocation."""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+import tracemalloc
+
+import msgpack
+import pytest
+from test_schema import _program
+
+from exportlens.core import codec, schema
+from exportlens.core.codec import SchemaError
+from exportlens.core.program_model import read_program
+
+
+def _payload() -> bytes:
+    doc = _program(list(schema.SCHEMA_VERSION))
+    g = doc.program.graph_module.graph
+    g.tensor_values["x"] = schema.TensorMeta(dtype=schema.ScalarType.FLOAT, sizes=[schema.SymInt.create(as_int=2), schema.SymInt.create(as_expr=schema.SymExpr("Symbol('s0', positive=True, integer=True)"))], requires_grad=False, device=schema.Device("cpu"))
+    g.nodes.append(schema.Node(target="torch.ops.aten.add.Tensor", inputs=[schema.NamedArgument("self", schema.Argument.create(as_tensor=schema.TensorArgument("x")))], outputs=[schema.Argument.create(as_tensor=schema.TensorArgument("add"))], metadata={"stack_trace": 'File "m.py", line 3, in forward'}, name="add"))
+    doc.weights = schema.Weights(parameters=[schema.TensorData("w", "float32", [2], b"\0" * 8)])
+    return codec.encode(doc)
+
+
+def _reads_or_schema_error(data: bytes) -> None:
+    try:
+        read_program(data)
+    except SchemaError:
+        pass
+
+
+def test_real_payload_reads() -> None:
+    pm = read_program(_payload())
+    assert pm.nodes[1].source is not None and pm.nodes[1].source.line == 3
+    assert pm.nodes[0].meta[0] is not None and pm.nodes[0].meta[0].shape == (2, "s0")
+
+
+def test_truncations() -> None:
+    data = _payload()
+    for n in range(len(data)):
+        _reads_or_schema_error(data[:n])
+
+
+def test_mutations() -> None:
+    data = _payload()
+    rng = random.Random(1234)
+    start = time.perf_counter()
+    for _ in range(3000):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(b))
+            b[i] = rng.randrange(256) if rng.random() < 0.7 else b[i] ^ (1 << rng.randrange(8))
+        _reads_or_schema_error(bytes(b))
+    assert time.perf_counter() - start < 20
+
+
+HOSTILE = {
+    "array 2**32": b"\xdd\xff\xff\xff\xff" + b"\x00" * 5,
+    "map 2**32": b"\xdf\xff\xff\xff\xff" + b"\x00" * 5,
+    "str 2**32": b"\xdb\xff\xff\xff\xff" + b"a" * 5,
+    "bin 2**32": b"\xc6\xff\xff\xff\xff" + b"a" * 5,
+    "ext": msgpack.packb(msgpack.ExtType(5, b"abc")),
+    "ext len 0": b"\xc7\x00\x05",
+    "timestamp": msgpack.packb(msgpack.Timestamp(1, 0), datetime=False),
+    "deep arrays": b"\x91" * 100_000 + b"\x00",
+    "deep maps": b"\x81\x01" * 50_000 + b"\x00",
+    "float key": msgpack.packb({1.5: 1}),
+    "array key": b"\x81\x91\x01\x02",
+    "bool key": msgpack.packb({True: 1}),
+    "nil key": msgpack.packb({None: 1}),
+    "dup key": b"\x82\x01\x01\x01\x02",
+    "not a map": msgpack.packb([1, 0]),
+    "bad utf8": b"\xa2\xff\xfe",
+    "trailing": msgpack.packb({1: [1, 0]}) + b"\x00",
+    "empty": b"",
+    "version not ints": msgpack.packb({1: ["1", 0]}),
+    "string field ids": msgpack.packb({"1": [1, 0], "2": {}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_headers(name: str) -> None:
+    tracemalloc.start()
+    try:
+        t = time.perf_counter()
+        with pytest.raises(SchemaError):
+            read_program(HOSTILE[name])
+        assert time.perf_counter() - t < 1.0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024, f"{name}: peak {peak} bytes"
+
+
+def test_deep_schema_nesting_refused() -> None:
+    # Arguments nest through as_string_to_argument: a legal type, an illegal depth.
+    tree: dict = {10: True}
+    for _ in range(codec.MAX_DEPTH + 10):
+        tree = {290: {"k": tree}}
+    with pytest.raises(SchemaError, match="nesting"):
+        codec.from_tree(schema.Argument, codec.unpack(msgpack.packb(tree)))
+
+
+def test_declared_length_bounded_by_input() -> None:
+    for head in (b"\xdd", b"\xdf", b"\xdb", b"\xc6"):
+        data = head + struct.pack(">I", 1 << 20) + b"\x00" * 16
+        with pytest.raises(SchemaError):
+            codec.unpack(data)
+
+
+def test_non_bytes_input() -> None:
+    with pytest.raises(SchemaError):
+        read_program("text")  # type: ignore[arg-type]
