@@ -29,131 +29,25 @@ worker -> front end:
 from __future__ import annotations
 
 import collections
-import ctypes
-import faulthandler
-import importlib
 import os
 import re
 import selectors
 import signal
 import sys
 import time
-import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, NoReturn
+from typing import Any
 
 from exportlens.core.analyze import complete_range
+from exportlens.core.jobprocess import DUMP_SIGNAL, child_main, job_function
+from exportlens.core.pipes import FrameBuffer, Tail, drain
 from exportlens.core.protocol import ExportRequest, write_frame
 from exportlens.core.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.sourcemap import SourceIndex
 from exportlens.core.wire import from_plain, to_plain
 
-OUTPUT_TAIL = 4096  # bytes of model output kept per request
 MEMORY_POLL_S = 0.025
-DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 DUMP_GRACE_S = 0.2
-JOB_ENV = "EXPORTLENS_JOB_FUNC"  # private test hook: "module:function" to run instead
-PR_SET_PDEATHSIG = 1
-
-
-class FrameBuffer:
-    """Frames from a non-blocking fd: bytes in, complete msgpack maps out."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def feed(self, chunk: bytes) -> list[Any]:
-        import msgpack
-
-        self.data += chunk
-        out = []
-        while len(self.data) >= 4:
-            size = int.from_bytes(self.data[:4], "big")
-            if len(self.data) < 4 + size:
-                break
-            payload = bytes(self.data[4 : 4 + size])
-            del self.data[: 4 + size]
-            out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
-        return out
-
-
-class Tail:
-    """The last ``size`` bytes written to a pipe, however much was written."""
-
-    def __init__(self, size: int = OUTPUT_TAIL) -> None:
-        self.size = size
-        self.data = bytearray()
-
-    def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        if len(self.data) > 2 * self.size:
-            del self.data[: -self.size]
-
-    def text(self) -> str:
-        raw = bytes(self.data[-self.size :])
-        text = raw.decode("utf-8", errors="replace")
-        if len(self.data) > self.size and "\n" in text:
-            text = text[text.index("\n") + 1 :]  # start at a whole line
-        return text
-
-
-# --------------------------------------------------------------------------- child
-
-
-def _job_function() -> Callable[[ExportRequest, Callable[[dict], None]], FileResult]:
-    spec = os.environ.get(JOB_ENV, "exportlens.core.job:run_job")
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
-
-
-def _child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
-    """The disposable job process. Never returns."""
-    code = 0
-    exit_now = os._exit  # ours, before the model's code can replace it
-    try:
-        os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
-        try:  # die with the zygote, and be the OOM killer's first choice
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-        except OSError:
-            pass
-        os.dup2(output_fd, 1)
-        os.dup2(output_fd, 2)
-        os.close(output_fd)
-        faulthandler.enable(file=dump_fd, all_threads=True)
-        faulthandler.register(DUMP_SIGNAL, file=dump_fd, all_threads=True)
-        _dump_before_exit(dump_fd)
-        import torch
-
-        torch.set_num_threads(num_threads)
-
-        def emit(message: dict) -> None:
-            write_frame(events_fd, message)
-
-        result = _job_function()(request, emit)
-        emit({"ev": "result", "result": to_plain(result)})
-    except BaseException:  # run_job handles the user's errors; this is our own bug
-        traceback.print_exc()
-        code = 70
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        exit_now(code)
-
-
-def _dump_before_exit(dump_fd: int) -> None:
-    """Make ``os._exit`` in model code leave its stack behind, to point at its line."""
-    real_exit = os._exit
-
-    def _exit(status: int) -> NoReturn:
-        faulthandler.dump_traceback(file=dump_fd, all_threads=False)
-        real_exit(status)
-
-    os._exit = _exit
 
 
 # --------------------------------------------------------------------------- zygote
@@ -400,7 +294,7 @@ class Zygote:
         if pid == 0:
             for fd in (events_r, output_r, self.fin, self.fout):
                 os.close(fd)
-            _child_main(request, events_w, output_w, dump_fd, self.num_threads)
+            child_main(request, events_w, output_w, dump_fd, self.num_threads)
         os.close(events_w)
         os.close(output_w)
         try:
@@ -414,7 +308,7 @@ class Zygote:
             self.supervise(pid, request, attempt, events_r, output_r, tail)
         finally:
             _kill_group(pid)
-            _drain(output_r, tail.add)
+            drain(output_r, tail.add)
             for fd in (events_r, output_r):
                 os.close(fd)
             size = os.fstat(dump_fd).st_size
@@ -447,11 +341,11 @@ class Zygote:
                         self.read_input()
                     elif key.data == "output":
                         # Bounded, so a model printing nonstop cannot starve the checks.
-                        if not _drain(output_r, tail.add, max_chunks=16):
+                        if not drain(output_r, tail.add, max_chunks=16):
                             selector.unregister(output_r)
                     else:
                         chunks: list[bytes] = []
-                        open_ = _drain(events_r, chunks.append)
+                        open_ = drain(events_r, chunks.append)
                         for message in events.feed(b"".join(chunks)):
                             if self.on_event(message, request, attempt):
                                 deadline = time.monotonic() + limits.timeout_s
@@ -464,7 +358,7 @@ class Zygote:
                     return
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
-                    _drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
+                    drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
                     if attempt.result is None:
                         attempt.failure = "worker-crash"
                         attempt.detail = _exit_text(status)
@@ -516,21 +410,6 @@ def _index_of(request: ExportRequest) -> SourceIndex:
         except OSError:
             text = ""
     return SourceIndex.build(text, request.path)
-
-
-def _drain(fd: int, sink: Callable[[bytes], Any], max_chunks: int = 1 << 30) -> bool:
-    """Read what a non-blocking fd has now (up to max_chunks reads); False at EOF."""
-    for _ in range(max_chunks):
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        if not chunk:
-            return False
-        sink(chunk)
-    return True
 
 
 def _exit_text(status: int) -> str:
@@ -595,7 +474,7 @@ def warm_up() -> str:
     batch = torch.export.Dim("batch", min=2)
     ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
     ep.run_decompositions({})
-    _job_function()  # import the job module (and what it imports) once, here
+    job_function()  # import the job module (and what it imports) once, here
     return str(torch.__version__)
 
 
