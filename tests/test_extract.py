@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch.export import Dim
 
-from exportlens.core import extract
+from exportlens.core import extract, specsource
 from exportlens.core.extract import extract_signature, graph_text, tensor_meta
 from exportlens.core.signature import Signature, SourceLine
 from exportlens.core.sourcemap import SourceIndex
@@ -395,7 +395,7 @@ def test_no_inputs_text_parity() -> None:
 def test_name_fallback_when_flattening_disagrees(monkeypatch: pytest.MonkeyPatch) -> None:
     # If our pytree structure ever differs from torch's in_spec, placeholder names
     # (pair_0, opts_k) still lead to the parameters they were derived from.
-    monkeypatch.setattr(extract, "_leaf_params", lambda *a: None)
+    monkeypatch.setattr(specsource, "_leaf_params", lambda *a: None)
     _, sig = run("Nested", ((t(2), t(2)), {"k": t(2)}))
     assert [i.source.column if i.source else None for i in sig.inputs] == [
         col("nested.def", "pair"),
