@@ -37,6 +37,8 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
             pyproject = find_pyproject(request.path, request.root)
             if pyproject:
                 entries, problem = pyproject_targets(pyproject)
+                if problem:
+                    diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
         candidates = discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
         emit({"ev": "targets", "targets": [to_plain(c.decl) for c in candidates]})
         for candidate in candidates:

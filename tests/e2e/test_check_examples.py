@@ -165,3 +165,15 @@ def test_front_end_modules_do_not_import_torch() -> None:
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_malformed_pyproject_declaration_is_reported(tmp_path: Any) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.exportlens]\ntargets = "models.py:make"\n')
+    (tmp_path / "models.py").write_text(
+        "import torch\nmodel = torch.nn.Identity()\nexample_args = (torch.randn(2),)\n"
+    )
+    code, doc = check_json(str(tmp_path / "models.py"))
+    assert code == 1
+    [diag] = doc["files"][0]["diagnostics"]
+    assert diag["code"] == "target-error" and "must be a list" in diag["message"]
+    assert doc["files"][0]["targets"][0]["status"] == "ok"  # the globals target still exports
