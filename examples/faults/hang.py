@@ -6,8 +6,7 @@ from torch import nn
 
 class Spin(nn.Module):
     def forward(self, x):
-        while True:
-            x = x + 0
+        while True: x = x + 0  # the timeout diagnostic points here
         return x
 
 

@@ -8,8 +8,7 @@ hoard = []
 
 class Hog(nn.Module):
     def forward(self, x):
-        while True:
-            hoard.append(bytearray(64 * 1024 * 1024))
+        for _ in range(64): hoard.append(bytearray(64 << 20))  # 4 GB if the cap failed
         return x
 
 

@@ -37,8 +37,8 @@ EXPECTED = {
     ("examples/errors.py", "unsupported-type", 24, "ReturnsObject"),
     ("examples/errors.py", "target-error", 28, "ListArgs"),
     ("examples/strict_graph_break.py", "unsupported", 9, "Logged"),
-    ("examples/faults/hang.py", "timeout", 10, "Spin"),
-    ("examples/faults/memory_hog.py", "out-of-memory", 12, "Hog"),
+    ("examples/faults/hang.py", "timeout", 9, "Spin"),
+    ("examples/faults/memory_hog.py", "out-of-memory", 11, "Hog"),
     ("examples/faults/segfault.py", "worker-crash", 11, "Crash"),
 }
 
