@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from exportlens.core.protocol import HEADER
+
 OUTPUT_TAIL = 4096  # bytes of model output kept per request
 
 
@@ -19,12 +21,13 @@ class FrameBuffer:
 
         self.data += chunk
         out = []
-        while len(self.data) >= 4:
-            size = int.from_bytes(self.data[:4], "big")
-            if len(self.data) < 4 + size:
+        n = HEADER.size
+        while len(self.data) >= n:
+            (size,) = HEADER.unpack_from(self.data)
+            if len(self.data) < n + size:
                 break
-            payload = bytes(self.data[4 : 4 + size])
-            del self.data[: 4 + size]
+            payload = bytes(self.data[n : n + size])
+            del self.data[: n + size]
             out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
         return out
 

@@ -17,7 +17,7 @@ import msgpack
 from exportlens.core.results import FileResult
 
 MAX_FRAME = 256 * 1024 * 1024
-_HEADER = struct.Struct(">I")
+HEADER = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Reply:
 
 def write_frame(fd_or_file: int | BinaryIO, obj: Any) -> None:
     payload = msgpack.packb(obj, use_bin_type=True)
-    data = _HEADER.pack(len(payload)) + payload
+    data = HEADER.pack(len(payload)) + payload
     if isinstance(fd_or_file, int):
         view = memoryview(data)
         while view:
@@ -80,10 +80,10 @@ def _read_exact(fd_or_file: int | BinaryIO, n: int) -> bytes | None:
 
 def read_frame(fd_or_file: int | BinaryIO) -> Any | None:
     """The next message, or None at end of stream. Raises ValueError on garbage."""
-    header = _read_exact(fd_or_file, _HEADER.size)
+    header = _read_exact(fd_or_file, HEADER.size)
     if header is None:
         return None
-    (size,) = _HEADER.unpack(header)
+    (size,) = HEADER.unpack(header)
     if size > MAX_FRAME:
         raise ValueError(f"frame of {size} bytes is over the limit")
     payload = _read_exact(fd_or_file, size)

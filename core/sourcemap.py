@@ -29,7 +29,7 @@ def span(node: ast.AST) -> SourceLine:
     )
 
 
-def head(node: ast.AST, text: str | None = None) -> SourceLine:
+def head(node: ast.AST) -> SourceLine:
     """The first line of a node only (a ``class``/``def`` keyword line, a statement's start)."""
     s = span(node)
     return SourceLine(s.line, s.column, s.line, None)
@@ -204,24 +204,23 @@ class _Visitor(ast.NodeVisitor):
             self.function_stack[-1].returns.append(span(node))
         self.generic_visit(node)
 
-    def _method_context(self) -> tuple[ClassInfo, FunctionInfo, str] | None:
-        """The class, method and `self` name when directly inside a method."""
+    def _method_context(self) -> tuple[ClassInfo, str] | None:
+        """The class and the method's `self` name when inside a method."""
         if not self.class_stack or not self.function_stack:
             return None
         cls = self.class_stack[-1]
-        fn = self.function_stack[0] if len(self.function_stack) == 1 else self.function_stack[-1]
         method = next((m for m in cls.methods.values() if m is self.function_stack[0]), None)
         if method is None:
             return None
         params = list(method.params)
         if not params:
             return None
-        return cls, fn, params[0]
+        return cls, params[0]
 
     def _record_target(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         ctx = self._method_context()
         if ctx is not None:
-            cls, fn, self_name = ctx
+            cls, self_name = ctx
             for t in _flatten_targets(target):
                 attr = _is_self_attr(t, self_name)
                 if attr is None:
@@ -253,7 +252,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         ctx = self._method_context()
         if ctx is not None:
-            cls, _, self_name = ctx
+            cls, self_name = ctx
             attr = _is_self_attr(node.target, self_name)
             if attr is not None and self.function_stack[0].qualname.rsplit(".", 1)[-1] != "__init__":
                 cls.late_assignments.setdefault(attr, []).append(span(node))
@@ -273,7 +272,7 @@ class _Visitor(ast.NodeVisitor):
             first = node.args[0]
             ctx = self._method_context()
             if ctx is not None and isinstance(first, ast.Constant) and isinstance(first.value, str):
-                cls, _, self_name = ctx
+                cls, self_name = ctx
                 f = node.func
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self_name:
                     cls.attributes.setdefault(first.value, span(node))

@@ -11,6 +11,7 @@ the factory, constructing the class) may raise, which becomes ``target-error``.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 import types
@@ -199,14 +200,32 @@ def find_pyproject(path: str, stop: str | None = None) -> str | None:
         directory = parent
 
 
-def pyproject_targets(pyproject: str) -> tuple[list[str], str | None]:
-    """``(absolute "file.py:function" entries, error message)`` from [tool.exportlens]."""
+def exportlens_section(pyproject: str) -> tuple[dict[str, Any], str | None]:
+    """``([tool.exportlens] table, error message)``, parsed once per file version."""
+    try:
+        stamp = os.stat(pyproject).st_mtime_ns
+    except OSError as e:
+        return {}, f"cannot read {pyproject}: {e}"
+    return _read_section(pyproject, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_section(pyproject: str, stamp: int) -> tuple[dict[str, Any], str | None]:
     try:
         with open(pyproject, "rb") as f:
             data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as e:
-        return [], f"cannot read {pyproject}: {e}"
-    raw = data.get("tool", {}).get("exportlens", {}).get("targets", [])
+        return {}, f"cannot read {pyproject}: {e}"
+    section = data.get("tool", {}).get("exportlens", {})
+    return (section, None) if isinstance(section, dict) else ({}, f"{pyproject}: [tool.exportlens] must be a table")
+
+
+def pyproject_targets(pyproject: str) -> tuple[list[str], str | None]:
+    """``(absolute "file.py:function" entries, error message)`` from [tool.exportlens]."""
+    section, problem = exportlens_section(pyproject)
+    if problem:
+        return [], problem
+    raw = section.get("targets", [])
     if not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
         return [], f"{pyproject}: [tool.exportlens] targets must be a list of \"path.py:function\" strings"
     base = os.path.dirname(os.path.abspath(pyproject))

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from exportlens.core.targets import find_pyproject, pyproject_targets
+from exportlens.core.targets import exportlens_section, find_pyproject, pyproject_targets
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
 _DECLARES = re.compile(rb"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
@@ -64,16 +64,10 @@ def _declares(path: str) -> bool:
 
 
 def settings_for(path: str) -> Settings:
-    import tomllib
-
     pyproject = find_pyproject(path)
     if not pyproject:
         return Settings()
-    try:
-        with open(pyproject, "rb") as f:
-            section = tomllib.load(f).get("tool", {}).get("exportlens", {})
-    except (OSError, ValueError):
-        return Settings()
+    section, _ = exportlens_section(pyproject)
     timeout = section.get("timeout")
     memory = section.get("memory_mb")
     strict = section.get("strict")
