@@ -2,8 +2,8 @@
 
 Why: the language server must show a program's signature, nodes, shapes and the
 source line of every node without importing torch (seconds of start-up and hundreds
-of MB). :func:`read_program` decodes the msgpack bytes with the pure-data schema
-(:mod:`exportlens.core.schema`) and flattens them into the plain dataclasses below,
+of MB). :func:`read_program` decodes the msgpack bytes laid out as in
+:mod:`exportlens.core.schema` and flattens them into the plain dataclasses below,
 reusing :class:`exportlens.core.signature.Signature` so the signature text is the
 one ``print(ep.graph_signature)`` shows.
 """
@@ -14,10 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from exportlens.core import codec, schema
+from exportlens.core import codec
+from exportlens.core import schema as S
+from exportlens.core.codec import SchemaError
+from exportlens.core.results import Diagnostic
 from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, TensorMeta
 
-__all__ = ["ProgramModel", "NodeModel", "SourceLocation", "read_program"]
+__all__ = ["ProgramModel", "NodeModel", "SourceLocation", "read_program", "expr_text"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class SourceLocation:
 @dataclass(frozen=True)
 class NodeModel:
     name: str
-    op: str  # "placeholder", "call_function" or "output"
+    op: str  # "placeholder", "get_attr", "call_function" or "output"
     target: str  # "torch.ops.aten.add.Tensor"; "" for placeholders and the output
     args: tuple[str, ...]  # one short text per argument: "x", "[a, b]", "1", "dim=-1"
     meta: tuple[TensorMeta | None, ...]  # one per output (None: not a tensor)
@@ -48,176 +51,176 @@ class ProgramModel:
     ranges: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     torch_version: str = ""
     has_weights: bool = False
+    diagnostics: tuple[Diagnostic, ...] = ()
 
     def source_lines(self) -> dict[str, SourceLocation]:
         """Node name -> source location, for the nodes that have one."""
         return {n.name: n.source for n in self.nodes if n.source is not None}
 
 
-_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# -- sympy ``srepr`` text -> the short form torch prints ("s0", "2*s0 + 1") ------------------
 
-
-def parse_stack_trace(text: str | None) -> SourceLocation | None:
-    """The last (deepest) ``File "...", line N, in f`` frame of a trace."""
-    if not text:
-        return None
-    frames = _FRAME_RE.findall(text)
-    if not frames:
-        return None
-    file, line, func = frames[-1]
-    return SourceLocation(file=file, line=int(line), function=func)
-
-
-_SREPR_SYMBOL = re.compile(r"Symbol\('(\w+)'[^)]*\)")
-_SREPR_INTEGER = re.compile(r"Integer\((-?\d+)\)")
+_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_]\w*)|(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'[^']*')|(?P<p>[(),=]))")
+_INFIX = {"Add": " + ", "Mul": "*", "Pow": "**"}
 
 
 def expr_text(srepr: str) -> str:
-    """torch stores expressions as ``sympy.srepr``; show ``s0`` for ``Symbol('s0', ...)``."""
-    return _SREPR_INTEGER.sub(r"\1", _SREPR_SYMBOL.sub(r"\1", srepr))
+    """``Mul(Integer(2), Symbol('s0', integer=True))`` -> ``2*s0``; raw text when unparsable."""
+    tokens = [(m.lastgroup, m.group(m.lastgroup or "p")) for m in _TOKEN.finditer(srepr)]
+    pos = 0
+
+    def parse() -> str:
+        nonlocal pos
+        kind, text = tokens[pos]
+        pos += 1
+        if kind != "name" or pos >= len(tokens) or tokens[pos][1] != "(":
+            return text.strip("'") if kind == "str" else text
+        pos += 1  # "("
+        args: list[str] = []
+        while tokens[pos][1] != ")":
+            if tokens[pos][0] == "name" and pos + 1 < len(tokens) and tokens[pos + 1][1] == "=":
+                pos += 3  # an assumption: integer=True
+            else:
+                args.append(parse())
+            if tokens[pos][1] == ",":
+                pos += 1
+        pos += 1  # ")"
+        if text in ("Symbol", "Integer", "Float") and args:
+            return args[0]
+        if text in _INFIX and len(args) >= 2:
+            return _INFIX[text].join(f"({a})" if " " in a and text != "Add" else a for a in args)
+        return f"{text}({', '.join(args)})"
+
+    try:
+        out = parse()
+    except (IndexError, TypeError):
+        return srepr
+    return out if pos == len(tokens) else srepr
 
 
-def _tensor_meta(tm: schema.TensorMeta | None) -> TensorMeta | None:
-    if tm is None:
-        return None
-    shape: list[int | str] = []
-    for s in tm.sizes:
-        shape.append(s.value if s.type == "as_int" else expr_text(s.value.expr_str))
-    dev = tm.device.type if tm.device.index is None else f"{tm.device.type}:{tm.device.index}"
-    return TensorMeta(dtype=schema.DTYPE_NAMES.get(tm.dtype, "unknown"), shape=tuple(shape), device=dev, requires_grad=tm.requires_grad)
+class _Reader:
+    def __init__(self, strings: list[str]) -> None:
+        self.st = strings
+        self.exprs: dict[int, str] = {}
 
+    def s(self, sid: Any) -> str:
+        if type(sid) is not int:
+            raise SchemaError(f"expected a string id, got {type(sid).__name__}")
+        return self.st[sid]
 
-def _arg_text(a: schema.Argument) -> str:
-    t, v = a.type, a.value
-    if t == "as_none":
-        return "None"
-    if t == "as_tensor":
-        return str(v.name)
-    if t == "as_tensors":
-        return "[" + ", ".join(x.name for x in v) + "]"
-    if t in ("as_sym_int", "as_sym_float", "as_sym_bool", "as_optional_tensor"):
-        return "None" if v.type == "as_none" else str(v.value.name if v.type == "as_tensor" else v.value)
-    if t in ("as_sym_ints", "as_sym_floats", "as_sym_bools", "as_optional_tensors"):
-        parts = ["None" if x.type == "as_none" else str(x.value.name if x.type == "as_tensor" else x.value) for x in v]
-        return "[" + ", ".join(parts) + "]"
-    if t == "as_scalar_type":
-        return "torch." + schema.DTYPE_NAMES.get(v, "unknown")
-    if t in ("as_layout", "as_memory_format"):
-        return str(v.name)
-    if t == "as_device":
-        return v.type if v.index is None else f"{v.type}:{v.index}"
-    if t == "as_graph":
-        return str(v.name)
-    if t == "as_custom_obj":
-        return str(v.name)
-    if t == "as_complex":
-        return repr(complex(v.real, v.imag))
-    if t == "as_string_to_argument":
-        return "{" + ", ".join(f"{k!r}: {_arg_text(x)}" for k, x in v.items()) + "}"
-    if t == "as_nested_tensors":
-        return "[" + ", ".join("[" + ", ".join(x.name for x in xs) + "]" for xs in v) + "]"
-    return repr(v)
+    def opt(self, sid: Any) -> str | None:
+        return None if sid is None else self.s(sid)
 
+    def dim(self, d: Any) -> int | str:
+        if type(d) is int:
+            return d
+        sid = d[0]
+        text = self.exprs.get(sid)
+        if text is None:
+            text = self.exprs[sid] = expr_text(self.s(sid))
+        return text
 
-def _output_names(a: schema.Argument) -> list[str | None]:
-    t, v = a.type, a.value
-    if t == "as_tensor":
-        return [v.name]
-    if t == "as_tensors":
-        return [x.name for x in v]
-    if t in ("as_sym_int", "as_sym_float", "as_sym_bool") and v.type == "as_name":
-        return [v.value]
-    if t == "as_optional_tensors":
-        return [x.value.name if x.type == "as_tensor" else None for x in v]
-    return [None]
+    def tensor_metas(self, v: Any) -> tuple[TensorMeta | None, ...]:
+        """One TensorMeta per output of a node's value (a tensor, or a list/tuple of them)."""
+        if type(v) is not list or not v:
+            return (None,)
+        if v[0] == S.V_TENSOR:
+            return (self.tensor_meta(v),)
+        if v[0] in (S.V_LIST, S.V_TUPLE):
+            return tuple(self.tensor_meta(x) if type(x) is list and x and x[0] == S.V_TENSOR else None for x in v[1:])
+        return (None,)
 
-
-def _arg_spec(a: Any, g: schema.Graph) -> ArgSpec:
-    """ArgSpec from a TensorArgument/TokenArgument/CustomObjArgument or an Argument union."""
-    if isinstance(a, schema.TensorArgument):
-        return ArgSpec("tensor", a.name, meta=_tensor_meta(g.tensor_values.get(a.name)))
-    if isinstance(a, schema.TokenArgument):
-        return ArgSpec("token", a.name)
-    if isinstance(a, schema.CustomObjArgument):
-        return ArgSpec("custom_obj", a.name, class_fqn=a.class_fqn)
-    t, v = a.type, a.value
-    if t in ("as_tensor", "as_custom_obj"):
-        return _arg_spec(v, g)
-    for kind in ("sym_int", "sym_float", "sym_bool"):
-        if t == f"as_{kind}":
-            if v.type == "as_name":
-                return ArgSpec(kind.replace("_", ""), v.value, value=v.value)
-            return ArgSpec("constant", "", value=v.value)
-    if t == "as_none":
-        return ArgSpec("constant", "", value=None)
-    if t in ("as_int", "as_float", "as_string", "as_bool"):
-        return ArgSpec("constant", "", value=v)
-    return ArgSpec(t.removeprefix("as_"), "")
-
-
-_IN_KIND = {
-    "user_input": "USER_INPUT", "parameter": "PARAMETER", "buffer": "BUFFER",
-    "tensor_constant": "CONSTANT_TENSOR", "custom_obj": "CUSTOM_OBJ", "token": "TOKEN",
-    "constant_input": "USER_INPUT",
-}  # fmt: skip
-_OUT_KIND = {
-    "user_output": "USER_OUTPUT", "loss_output": "LOSS_OUTPUT", "buffer_mutation": "BUFFER_MUTATION",
-    "gradient_to_parameter": "GRADIENT_TO_PARAMETER", "gradient_to_user_input": "GRADIENT_TO_USER_INPUT",
-    "user_input_mutation": "USER_INPUT_MUTATION", "token": "TOKEN", "parameter_mutation": "PARAMETER_MUTATION",
-}  # fmt: skip
-_TARGET_FIELDS = ("parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "user_input_name")
-
-
-def _target(v: Any) -> str | None:
-    for f in _TARGET_FIELDS:
-        if hasattr(v, f):
-            return str(getattr(v, f))
-    return None
-
-
-def _signature(sig: schema.GraphSignature, g: schema.Graph, ranges: dict) -> Signature:
-    ins = []
-    for s in sig.input_specs:
-        v = s.value
-        if s.type == "constant_input":
-            arg = ArgSpec("constant", v.name, value=v.value.value)
-        else:
-            arg = _arg_spec(v.arg, g)
-        persistent = v.persistent if s.type == "buffer" else None
-        ins.append(InputSpec(kind=_IN_KIND[s.type], arg=arg, target=_target(v), persistent=persistent))
-    outs = [OutputSpec(kind=_OUT_KIND[s.type], arg=_arg_spec(s.value.arg, g), target=_target(s.value)) for s in sig.output_specs]
-    return Signature(inputs=tuple(ins), outputs=tuple(outs), ranges=ranges)
-
-
-def _nodes(g: schema.Graph, prefix: str = "") -> list[NodeModel]:
-    out: list[NodeModel] = []
-    for a in g.inputs:
-        names = _output_names(a)
-        name = names[0] or ""
-        out.append(NodeModel(prefix + name, "placeholder", "", (), (_tensor_meta(g.tensor_values.get(name)),)))
-    for i, n in enumerate(g.nodes):
-        names = [x for o in n.outputs for x in _output_names(o)]
-        args = tuple(f"{na.name}={_arg_text(na.arg)}" for na in n.inputs)
-        subs = [na.arg.value for na in n.inputs if na.arg.type == "as_graph"]
-        stack = n.metadata.get("nn_module_stack", "")
-        paths = tuple(item.split(",")[1] for item in stack.split(";") if item.count(",") >= 2) if stack else ()
-        name = n.name or next((x for x in names if x), f"node{i}")
-        out.append(
-            NodeModel(
-                name=prefix + name,
-                op="call_function",
-                target=n.target,
-                args=args,
-                meta=tuple(_tensor_meta(g.tensor_values.get(x)) if x else None for x in names),
-                source=parse_stack_trace(n.metadata.get("stack_trace")),
-                nn_module_stack=paths,
-                subgraphs=tuple(s.name for s in subs),
-            )
+    def tensor_meta(self, v: list[Any]) -> TensorMeta:
+        return TensorMeta(
+            dtype=self.s(v[1]),
+            shape=tuple(self.dim(d) for d in v[2]),
+            device=self.s(v[5]),
+            requires_grad=bool(v[6]),
         )
-        for s in subs:
-            out.extend(_nodes(s.graph, prefix=f"{prefix}{s.name}."))
-    out.append(NodeModel(prefix + "output", "output", "", tuple(_arg_text(a) for a in g.outputs), ()))
-    return out
+
+    def arg_text(self, a: Any, names: list[str]) -> str:
+        if a is None or type(a) in (bool, int, float):
+            return repr(a)
+        tag = a[0]
+        if tag == S.A_NODE:
+            return names[a[1]]
+        if tag == S.A_STR:
+            return repr(self.s(a[1]))
+        if tag in (S.A_LIST, S.A_TUPLE):
+            inner = ", ".join(self.arg_text(x, names) for x in a[1:])
+            return f"[{inner}]" if tag == S.A_LIST else f"({inner}{',' if len(a) == 2 else ''})"
+        if tag == S.A_DTYPE:
+            return "torch." + self.s(a[1])
+        if tag in (S.A_DEVICE, S.A_LAYOUT, S.A_MEMORY_FORMAT, S.A_OP):
+            return self.s(a[1])
+        if tag == S.A_COMPLEX:
+            return repr(complex(a[1], a[2]))
+        if tag == S.A_DICT:
+            return "{" + ", ".join(f"{self.s(k)!r}: {self.arg_text(x, names)}" for k, x in a[1:]) + "}"
+        raise SchemaError(f"unknown argument tag {tag!r}")
+
+    def nodes(self, graph: Any, prefix: str, out: list[NodeModel], metas: dict[str, TensorMeta | None]) -> None:
+        records, subgraphs = graph[S.G_NODES], graph[S.G_SUBGRAPHS]
+        subs = {self.s(name): sub for name, sub in subgraphs}
+        names: list[str] = []
+        for rec in records:
+            op, name = rec[S.N_OP], self.s(rec[S.N_NAME])
+            names.append(name)
+            if type(op) is not int or not 0 <= op < len(S.OP_NAMES):
+                raise SchemaError(f"unknown node op {op!r}")
+            args = [self.arg_text(a, names) for a in rec[S.N_ARGS]]
+            args += [f"{self.s(k)}={self.arg_text(v, names)}" for k, v in rec[S.N_KWARGS]]
+            meta = self.tensor_metas(rec[S.N_VAL]) if op != S.OP_OUTPUT else ()
+            if not prefix and meta:
+                metas[name] = meta[0]
+            m = rec[S.N_META] or []
+            source = None
+            if len(m) > S.M_LOCATION and m[S.M_LOCATION] is not None:
+                file, line, func = m[S.M_LOCATION][:3]
+                source = SourceLocation(self.s(file), int(line), self.s(func))
+            stack = tuple(self.s(p) for _, p, _ in m[S.M_MODULE_STACK]) if len(m) > S.M_MODULE_STACK and m[S.M_MODULE_STACK] else ()
+            target = self.s(rec[S.N_TARGET]) if rec[S.N_TARGET] is not None and op != S.OP_PLACEHOLDER else ""
+            sub_names = (target,) if op == S.OP_GET_ATTR and target in subs else ()
+            out.append(NodeModel(prefix + name, S.OP_NAMES[op], target, tuple(args), meta, source, stack, sub_names))
+        for name in sorted(subs):
+            self.nodes(subs[name], f"{prefix}{name}.", out, metas)
+
+    def arg_spec(self, a: Any, metas: dict[str, TensorMeta | None]) -> ArgSpec:
+        tag, name = a[0], self.s(a[1])
+        kind = S.SA_NAMES.get(tag)
+        if kind is None:
+            raise SchemaError(f"unknown signature argument tag {tag!r}")
+        if tag == S.SA_TENSOR:
+            return ArgSpec("tensor", name, meta=metas.get(name))
+        if tag == S.SA_CONSTANT:
+            value = a[2]
+            return ArgSpec("constant", name, value=value if value is None or type(value) in (bool, int, float) else self.arg_text(value, []))
+        if tag == S.SA_CUSTOM_OBJ:
+            return ArgSpec("custom_obj", name, class_fqn=self.s(a[2]))
+        return ArgSpec(kind, name, value=name if tag in (S.SA_SYMINT, S.SA_SYMFLOAT, S.SA_SYMBOOL) else None)
+
+    def signature(self, sig: Any, metas: dict[str, TensorMeta | None], ranges: dict) -> Signature:
+        ins = tuple(
+            InputSpec(kind=self.s(k), arg=self.arg_spec(a, metas), target=self.opt(t), persistent=p if type(p) is bool else None)
+            for k, a, t, p, *_ in sig[S.S_INPUTS]
+        )
+        outs = tuple(OutputSpec(kind=self.s(k), arg=self.arg_spec(a, metas), target=self.opt(t)) for k, a, t, *_ in sig[S.S_OUTPUTS])
+        return Signature(inputs=ins, outputs=outs, ranges=ranges)
+
+
+def _diagnostic(rec: Any) -> Diagnostic:
+    code, message, line, column, end_line, end_column, target = (list(rec) + [None] * 7)[:7]
+    if type(code) is not str or type(message) is not str or type(line) is not int:
+        raise SchemaError("malformed diagnostic")
+    return Diagnostic(
+        code=code,
+        message=message,
+        line=line,
+        column=column if type(column) is int else 1,
+        end_line=end_line if type(end_line) is int else None,
+        end_column=end_column if type(end_column) is int else None,
+        target=target if type(target) is str else None,
+    )
 
 
 def read_program(data: bytes | bytearray | memoryview) -> ProgramModel:
@@ -225,19 +228,27 @@ def read_program(data: bytes | bytearray | memoryview) -> ProgramModel:
 
     Raises :class:`exportlens.core.codec.SchemaError` for anything malformed.
     """
-    doc = codec.decode(schema.Program, data, schema.SCHEMA_VERSION)
-    p = doc.program
-    if p.schema_version.major != schema.TORCH_SCHEMA_MAJOR:
-        raise codec.SchemaError(f"torch graph schema major {p.schema_version.major} is not {schema.TORCH_SCHEMA_MAJOR}")
+    doc = codec.unpack(data)
+    codec.check_version(doc, S.SCHEMA_VERSION, S.P_VERSION)
+    strings = doc.get(S.P_STRINGS)
+    if type(strings) is not list or not all(type(x) is str for x in strings):
+        raise SchemaError("the string table is missing or malformed")
+    r = _Reader(strings)
     try:
-        ranges = {k: (r.min_val, r.max_val) for k, r in sorted(p.range_constraints.items())}
-        g = p.graph_module.graph
+        ranges = {r.s(k): (lo if type(lo) is int else None, hi if type(hi) is int else None) for k, lo, hi in doc.get(S.P_RANGES, [])}
+        nodes: list[NodeModel] = []
+        metas: dict[str, TensorMeta | None] = {}
+        r.nodes(doc[S.P_GRAPH], "", nodes, metas)
+        torch_version = doc.get(S.P_TORCH_VERSION, "")
         return ProgramModel(
-            signature=_signature(p.graph_module.signature, g, ranges),
-            nodes=tuple(_nodes(g)),
-            ranges=ranges,
-            torch_version=p.torch_version,
-            has_weights=doc.weights is not None,
+            signature=r.signature(doc[S.P_SIGNATURE], metas, dict(sorted(ranges.items()))),
+            nodes=tuple(nodes),
+            ranges=dict(sorted(ranges.items())),
+            torch_version=torch_version if type(torch_version) is str else "",
+            has_weights=S.P_WEIGHTS in doc,
+            diagnostics=tuple(_diagnostic(d) for d in doc.get(S.P_DIAGNOSTICS) or []),
         )
-    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as e:
-        raise codec.SchemaError(f"inconsistent program: {type(e).__name__}: {e}") from None
+    except SchemaError:
+        raise
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError, RecursionError) as e:
+        raise SchemaError(f"inconsistent program: {type(e).__name__}: {e}") from None

@@ -1,7 +1,7 @@
 """Public API: exported programs as msgpack bytes.
 
 ``dumps``/``loads``/``save``/``load`` import torch when called (through
-:mod:`exportlens.core.serialize`); ``read_program`` never does, so the server can
+:mod:`exportlens.core.serialize` and :mod:`exportlens.core.deserialize`); ``read_program`` never does, so the server can
 show a stored program without paying for torch.
 """
 
@@ -33,7 +33,7 @@ def loads(data: bytes | bytearray | memoryview, *, weights: Any = None) -> torch
     """The ``ExportedProgram`` back. ``weights`` (a dict name -> tensor, an
     ``ExportedProgram`` or an ``nn.Module``) supplies state the bytes lack; it wins
     over weights stored in the bytes. Raises :class:`SchemaError` for bad bytes."""
-    from exportlens.core.serialize import from_bytes
+    from exportlens.core.deserialize import from_bytes
 
     return from_bytes(data, weights=weights)
 
