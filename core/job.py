@@ -135,7 +135,18 @@ def export_target(candidate: Candidate, loaded: Loaded) -> tuple[TargetResult, l
         target=name,
         fallback=candidate.where,
     )
-    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep)), found
+    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found)), found
+
+
+def _program_bytes(ep: Any, found: list[Diagnostic]) -> bytes:
+    """The program as msgpack, or nothing when it holds what the schema cannot store
+    (say, an exotic node value): the export itself still counts as ok."""
+    from exportlens.core.serialize import to_bytes
+
+    try:
+        return to_bytes(ep, diagnostics=tuple(found))
+    except Exception:  # noqa: BLE001 - a missing program must never fail the export
+        return b""
 
 
 def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded) -> list[Diagnostic]:

@@ -98,6 +98,10 @@ class TargetResult:
     # The exported graph as torch prints it (``ep.graph_module.print_readable``),
     # for "show graph"; empty when the export failed.
     graph: str = ""
+    # The exported program (``exportlens.dumps`` without weights, the target's
+    # diagnostics inside), so the cache keeps every program; read it without torch
+    # with ``exportlens.read_program``. Empty when the export failed.
+    program: bytes = b""
 
 
 @dataclass(frozen=True)
