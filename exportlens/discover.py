@@ -25,6 +25,7 @@ class Settings:
     timeout_s: float | None = None
     memory_mb: int | None = None
     strict: bool | None = None
+    cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
 
 
 def walk(paths: list[str]) -> tuple[list[str], list[str]]:
@@ -71,8 +72,10 @@ def settings_for(path: str) -> Settings:
     timeout = section.get("timeout")
     memory = section.get("memory_mb")
     strict = section.get("strict")
+    cache_dir = section.get("cache_dir")
     return Settings(
         float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None,
         int(memory) if isinstance(memory, int) and memory > 0 else None,
         strict if isinstance(strict, bool) else None,
+        os.path.join(os.path.dirname(os.path.abspath(pyproject)), os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
     )

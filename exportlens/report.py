@@ -162,7 +162,7 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
     return "\n".join(out)
 
 
-def summary(results: list[FileResult], seconds: float) -> str:
+def summary(results: list[FileResult], seconds: float, cached: int = 0) -> str:
     targets = [t for r in results for t in r.targets]
     ok = sum(t.status == "ok" for t in targets)
     counts: dict[str, int] = {}
@@ -174,4 +174,5 @@ def summary(results: list[FileResult], seconds: float) -> str:
     return (
         f"Checked {len(results)} file{'s' * (len(results) != 1)}, {len(targets)} target{'s' * (len(targets) != 1)} "
         f"({ok} exported, {len(targets) - ok} failed): {diag} in {seconds:.1f} s"
+        + (f" ({cached} file{'s' * (cached != 1)} from the cache)" if cached else "")
     )

@@ -7,26 +7,48 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+@pytest.fixture(scope="session", autouse=True)
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every CLI run of the session (and every in-process ``ResultCache()``) uses one
+    fresh result cache, never the user's real one."""
+    directory = tmp_path_factory.mktemp("exportlens-cache")
+    previous = os.environ.get("EXPORTLENS_CACHE_DIR")
+    os.environ["EXPORTLENS_CACHE_DIR"] = str(directory)
+    yield directory
+    if previous is None:
+        os.environ.pop("EXPORTLENS_CACHE_DIR", None)
+    else:
+        os.environ["EXPORTLENS_CACHE_DIR"] = previous
+
+
+def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 900, env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m exportlens ARGS``; ``env`` adds variables (None removes one)."""
+    full_env = dict(os.environ, PYTHONWARNINGS="ignore")
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
     return subprocess.run(
         [sys.executable, "-m", "exportlens", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=full_env,
     )
 
 
-def check_json(*paths: str, cwd: Path | str = ROOT, extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any]]:
-    proc = run_cli("check", "--format", "json", *extra, *paths, cwd=cwd)
+def check_json(*paths: str, cwd: Path | str = ROOT, extra: tuple[str, ...] = (), env: Mapping[str, str | None] | None = None) -> tuple[int, dict[str, Any]]:
+    proc = run_cli("check", "--format", "json", *extra, *paths, cwd=cwd, env=env)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)  # stdout holds the JSON document only
 
