@@ -67,6 +67,10 @@ def _sympy_functions() -> dict[str, Any]:  # the names torch's serializer may wr
 _SYMPY_FUNCTIONS = _sympy_functions()
 
 
+class _NeedsShapeEnv(Exception):
+    """A program without ranges turned out to hold a symbol: decode again with a ShapeEnv."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_expr(text: str) -> Any:
     """``srepr`` text -> sympy expression. Expressions are immutable values, so one
@@ -79,16 +83,24 @@ def _parse_expr(text: str) -> Any:
 
 
 class _Decoder:
-    def __init__(self, strings: list[str], ranges: dict[str, ValueRanges]) -> None:
+    def __init__(self, strings: list[str], ranges: dict[str, ValueRanges], symbolic: bool) -> None:
         self.st = strings
         self.ranges = ranges
-        self.shape_env = symbolic_shapes.ShapeEnv(assume_static_by_default=True)
-        self.fake_mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True, shape_env=self.shape_env)
+        # A ShapeEnv only when the program has symbols: a static program does not
+        # need one, and making it is a sizeable part of loading a small program.
+        self._shape_env = symbolic_shapes.ShapeEnv(assume_static_by_default=True) if symbolic else None
+        self.fake_mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True, shape_env=self._shape_env)
         self.symbols: dict[str, Any] = {}
         self.exprs: dict[int, Any] = {}
         self.unbacked: set[Any] = set()
         self.devices: dict[int, torch.device] = {}
         self.dtypes: dict[int, torch.dtype] = {}
+
+    @property
+    def shape_env(self) -> symbolic_shapes.ShapeEnv:
+        if self._shape_env is None:
+            raise _NeedsShapeEnv
+        return self._shape_env
 
     def bump_unbacked_counters(self) -> None:
         # Symbols the program already has ("u3") must not be handed out again by
@@ -97,9 +109,9 @@ class _Decoder:
             for prefix, attr in (("u", "unbacked_symint_counter"), ("zuf", "unbacked_symfloat_counter")):
                 if name.startswith(prefix) and name[len(prefix) :].isdigit():
                     n = int(name[len(prefix) :]) + 1
-                    counter = getattr(self.shape_env, attr, None)
+                    counter = getattr(self._shape_env, attr, None)
                     if isinstance(counter, int) and counter < n:
-                        setattr(self.shape_env, attr, n)
+                        setattr(self._shape_env, attr, n)
 
     # ---- strings and small enums
 
@@ -335,7 +347,7 @@ class _Decoder:
             output.meta["val"] = out.meta.get("val")
         elif isinstance(out, (list, tuple)):
             output.meta["val"] = type(out)(a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in out)
-        if self.unbacked:
+        if self.unbacked and self._shape_env is not None:
             for node in g.nodes:
                 val = node.meta.get("val")
                 if val is not None and (
@@ -502,6 +514,18 @@ def _split_state(sig: gs.ExportGraphSignature, pool: dict[str, Any], module: Any
     return state, consts
 
 
+def _decode_parts(doc: dict[int, Any], ranges: dict[str, ValueRanges], symbolic: bool) -> tuple[Any, ...]:
+    st: list[str] = doc[S.P_STRINGS]
+    dec = _Decoder(st, ranges, symbolic)
+    dec.bump_unbacked_counters()
+    signature = dec.signature(doc[S.P_SIGNATURE])
+    root = torch.nn.Module()
+    graph = dec.graph(doc[S.P_GRAPH], root)
+    call_graph = dec.call_graph(doc.get(S.P_CALL_GRAPH, []))
+    verifiers = [dec.s(v) for v in doc.get(S.P_VERIFIERS, [])]
+    return dec, signature, root, graph, call_graph, verifiers
+
+
 def from_bytes(data: bytes | bytearray | memoryview, *, weights: Any = None) -> ExportedProgram:
     doc = decode_document(data)
     st: list[str] = doc[S.P_STRINGS]
@@ -512,17 +536,14 @@ def from_bytes(data: bytes | bytearray | memoryview, *, weights: Any = None) -> 
                 sympy.Integer(lo) if type(lo) is int else -int_oo,
                 sympy.Integer(hi) if type(hi) is int else int_oo,
             )
-        dec = _Decoder(st, ranges)
-        dec.bump_unbacked_counters()
-        signature = dec.signature(doc[S.P_SIGNATURE])
-        root = torch.nn.Module()
-        graph = dec.graph(doc[S.P_GRAPH], root)
-        call_graph = dec.call_graph(doc.get(S.P_CALL_GRAPH, []))
+        try:
+            dec, signature, root, graph, call_graph, verifiers = _decode_parts(doc, ranges, symbolic=bool(ranges))
+        except _NeedsShapeEnv:
+            dec, signature, root, graph, call_graph, verifiers = _decode_parts(doc, ranges, symbolic=True)
         pool: dict[str, Any] = {}
         for rec in doc.get(S.P_WEIGHTS) or []:
             name, _, tensor = _tensor_from_record(st, rec)
             pool[name] = tensor
-        verifiers = [dec.s(v) for v in doc.get(S.P_VERIFIERS, [])]
     except SchemaError:
         raise
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, AssertionError, RuntimeError, RecursionError) as e:
