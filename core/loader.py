@@ -7,11 +7,14 @@ Records the local modules it imports so editing one of them invalidates the resu
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 import traceback
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 from exportlens.core.analyze import Frame, deepest_in_file, statement_at
 from exportlens.core.results import Diagnostic
@@ -92,6 +95,7 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
     for entry in (root, search_root):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
+    _compile_local_modules_from_source(root or search_root)
     before = set(sys.modules)
     module = types.ModuleType(name)
     module.__file__ = path
@@ -107,6 +111,42 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
     loaded.module = module
     loaded.local_imports = _local_imports(before, path, root or search_root)
     return loaded
+
+
+class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the module from its source every time, never from ``__pycache__``.
+
+    A ``.pyc`` is trusted when the source's mtime (whole seconds) and size match, so a
+    helper rewritten within the same second at the same size (a formatter, a
+    checkout, an editor's atomic save) would run its *old* code: a wrong result that
+    the cache would then keep.
+    """
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        source = self.get_data(self.path)
+        return compile(source, self.path, "exec", dont_inherit=True)
+
+
+class _LocalModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds modules as usual, and gives those under the project root the fresh loader."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.realpath(root) + os.sep
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) or not spec.origin:
+            return spec
+        real = os.path.realpath(spec.origin)
+        if real.startswith(self.root) and "site-packages" not in real and "dist-packages" not in real:
+            spec.loader = _FreshSourceLoader(fullname, spec.origin)
+        return spec
+
+
+def _compile_local_modules_from_source(root: str | None) -> None:
+    if not root or any(isinstance(f, _LocalModuleFinder) and f.root == os.path.realpath(root) + os.sep for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _LocalModuleFinder(root))
 
 
 def _syntax_diagnostic(e: SyntaxError, data: bytes) -> Diagnostic:
