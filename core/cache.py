@@ -317,7 +317,10 @@ class ResultCache:
                 except OSError:
                     return  # gone already: the entry could never be hit
         key1 = first_key(request, source)
-        key2 = second_key(key1, deps)
+        # Key the entry by the dependency bytes the export itself read when it has
+        # them: re-reading them now races with an edit landing mid-store.
+        digests = list(result.local_import_hashes) if len(result.local_import_hashes) == len(deps) else None
+        key2 = second_key(key1, deps, digests)
         if key2 is None:
             return
         entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))

@@ -100,16 +100,25 @@ def first_key(request: ExportRequest, source: bytes) -> str:
     return h.hexdigest()
 
 
-def second_key(key1: str, deps: list[str]) -> str | None:
-    """The entry's key: the first key plus the current bytes of each dependency;
+def second_key(key1: str, deps: list[str], digests: list[str] | None = None) -> str | None:
+    """The entry's key: the first key plus the sha256 of each dependency's bytes —
+    ``digests`` when given (what the export read), else the files' current bytes;
     None when one cannot be read (a miss)."""
     h = hashlib.sha256(key1.encode())
-    for dep in deps:
-        try:
-            with open(dep, "rb") as f:
-                data = f.read()
-        except OSError:
+    for i, dep in enumerate(deps):
+        if digests is not None:
+            try:
+                digest = bytes.fromhex(digests[i])
+            except (IndexError, ValueError):
+                return None
+        else:
+            try:
+                with open(dep, "rb") as f:
+                    digest = hashlib.sha256(f.read()).digest()
+            except OSError:
+                return None
+        if len(digest) != 32:
             return None
         h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")
-        h.update(hashlib.sha256(data).digest())
+        h.update(digest)
     return h.hexdigest()

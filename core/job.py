@@ -61,6 +61,7 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
         diagnostics=tuple(analyze.complete_range(d, loaded.index) for d in diagnostics),
         targets=tuple(results),
         local_imports=tuple(loaded.local_imports),
+        local_import_hashes=tuple(loaded.local_import_hashes),
         elapsed_ms=(time.perf_counter() - started) * 1000,
     ).sorted()
 

@@ -7,6 +7,7 @@ Records the local modules it imports so editing one of them invalidates the resu
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -29,6 +30,7 @@ class Loaded:
     module: types.ModuleType | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     local_imports: list[str] = field(default_factory=list)
+    local_import_hashes: list[str] = field(default_factory=list)
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -106,11 +108,24 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
         loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index))
-        loaded.local_imports = _local_imports(before, path, root or search_root)
+        _record_local_imports(loaded, before, root or search_root)
         return loaded
     loaded.module = module
-    loaded.local_imports = _local_imports(before, path, root or search_root)
+    _record_local_imports(loaded, before, root or search_root)
     return loaded
+
+
+def _record_local_imports(loaded: Loaded, before: set[str], root: str | None) -> None:
+    loaded.local_imports = _local_imports(before, loaded.path, root)
+    loaded.local_import_hashes = [_COMPILED.get(p) or _hash_file(p) for p in loaded.local_imports]
+
+
+def _hash_file(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
@@ -124,7 +139,12 @@ class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname: str) -> types.CodeType:
         source = self.get_data(self.path)
+        _COMPILED[os.path.realpath(self.path)] = hashlib.sha256(source).hexdigest()
         return compile(source, self.path, "exec", dont_inherit=True)
+
+
+# realpath -> sha256 of the bytes the fresh loader compiled (what really ran).
+_COMPILED: dict[str, str] = {}
 
 
 class _LocalModuleFinder(importlib.abc.MetaPathFinder):

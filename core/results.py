@@ -6,7 +6,7 @@ Plain, torch-free dataclasses. They cross the worker -> CLI/server seam (encoded
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from exportlens.core.signature import Signature, SourceLine
@@ -115,6 +115,10 @@ class FileResult:
     # The tail of what the model printed, kept for crash reports.
     output_tail: str = ""
     elapsed_ms: float = 0.0
+    # sha256 (hex) of each local import's bytes as the run read them, parallel to
+    # ``local_imports``: the cache keys the result by what actually ran, not by what
+    # is on disk by the time it stores it.
+    local_import_hashes: tuple[str, ...] = ()
 
     @property
     def has_errors(self) -> bool:
@@ -122,9 +126,7 @@ class FileResult:
 
     def sorted(self) -> FileResult:
         diags = tuple(sorted(self.diagnostics, key=lambda d: (d.line, d.column, d.code)))
-        return FileResult(
-            self.path, diags, self.targets, self.local_imports, self.output_tail, self.elapsed_ms
-        )
+        return replace(self, diagnostics=diags)
 
 
 @dataclass(frozen=True)

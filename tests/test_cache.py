@@ -6,6 +6,7 @@ No torch and no worker: results are built by hand, files live in tmp_path.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import multiprocessing
 import os
@@ -209,6 +210,19 @@ def test_a_helper_changed_during_the_export_is_not_stored(project: Project, cach
     os.utime(project.helpers, ns=(stamp + 10**10, stamp + 10**10))  # after the lookup, whatever the clock
     cache.store(request, project.result())
     assert not _files(cache.directory, ".entry")
+
+
+def test_the_entry_is_keyed_by_the_helper_bytes_the_export_read(project: Project, cache: ResultCache) -> None:
+    """A helper saved between the export and the store (no lookup to compare with, as
+    after a watcher event) must not get the old result filed under its new bytes."""
+    read = hashlib.sha256(project.helpers.read_bytes()).hexdigest()
+    result = dataclasses.replace(project.result(), local_import_hashes=(read,))
+    old = project.helpers.read_text()
+    project.helpers.write_text("WIDTH = 5\n")  # lands before the store
+    cache.store(project.request(), result)
+    assert cache.lookup(project.request()) is None  # the new bytes never ran
+    project.helpers.write_text(old)
+    assert cache.lookup(project.request()) == result  # the bytes that ran: a hit
 
 
 # -- bad entries ---------------------------------------------------------------------
