@@ -1,7 +1,10 @@
 """Run export requests on N warm workers, from a torch-free front end.
 
 ``WorkerPool`` starts ``python -m exportlens.core.worker`` processes, hands each
-one request at a time, and yields ``FileResult``s as they complete. The workers
+one request at a time, and yields ``FileResult``s as they complete: ``run`` for a
+fixed batch (the CLI), ``submit`` + ``serve`` for a stream of requests that keep
+arriving from other threads (the language server). ``on_event`` reports workers
+warming up, per-target progress and worker restarts. The workers
 already turn a crash, hang or memory blow-up of the *model* into a diagnostic; the
 pool handles the worker itself failing: it dies, sends garbage, or goes silent for
 far longer than the limits allow. Then the worker is replaced and the request it
@@ -19,8 +22,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
-from typing import IO, Any, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import IO, Any, Callable, Iterable, Iterator, Literal
 
 from exportlens.core.protocol import ExportRequest, Limits, write_frame
 from exportlens.core.results import Diagnostic, FileResult
@@ -32,6 +35,24 @@ MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
 
 class WorkerError(RuntimeError):
     """Workers cannot be started (torch broken, interpreter missing...)."""
+
+
+@dataclass(frozen=True)
+class PoolEvent:
+    """Something a front end may want to show while requests run.
+
+    ``ready``: a worker finished warming up. ``begin``: request ``request_id`` starts
+    exporting ``target`` (``index`` of ``total``, 1-based, when the worker knows).
+    ``restart``: a worker failed (``detail`` says why) and is being replaced.
+    ``gave-up``: workers keep failing to start; requests now fail at once.
+    """
+
+    kind: Literal["ready", "begin", "restart", "gave-up"]
+    request_id: int | None = None
+    target: str | None = None
+    index: int | None = None
+    total: int | None = None
+    detail: str = ""
 
 
 class _Worker:
@@ -119,14 +140,21 @@ class WorkerPool:
         jobs: int,
         limits: Limits | None = None,
         log_path: str | os.PathLike[str] | None = None,
+        on_event: Callable[[PoolEvent], None] | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
         self.limits = limits
         self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self._lock = threading.Lock()  # cancel() may come from another thread
+        self._lock = threading.Lock()  # cancel() and submit() may come from other threads
         self._workers: list[_Worker] = []
         self._start_failures = 0
         self._cancelled: set[int] = set()
+        self._on_event = on_event
+        self._inbox: collections.deque[ExportRequest] = collections.deque()
+        # A self-pipe: submit() from another thread wakes serve() out of select().
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self.closed = False
         for _ in range(self.jobs):
             self._workers.append(_Worker(self._log))
@@ -154,29 +182,40 @@ class WorkerPool:
 
         A request cancelled with ``cancel`` yields nothing.
         """
-        pending = collections.deque(replace(r, limits=self.limits) if self.limits else r for r in requests)
+        pending = collections.deque(self._limited(r) for r in requests)
         done: dict[int, FileResult] = {}
         while pending or any(w.request is not None for w in self._workers):
-            for worker in self._workers:
-                while worker.state == "idle" and pending:
-                    request = pending.popleft()
-                    with self._lock:
-                        if request.id in self._cancelled:
-                            self._cancelled.discard(request.id)
-                            continue
-                    self._dispatch(worker, request, done)
-            self._poll(0.5, done)
-            if self._start_failures >= MAX_START_FAILURES:
-                while pending:
-                    request = pending.popleft()
-                    done[request.id] = crash_result(request, "workers fail to start; see the log")
-            for request_id in list(done):
-                result = done.pop(request_id)
-                with self._lock:
-                    if request_id in self._cancelled:
-                        self._cancelled.discard(request_id)
-                        continue
+            self._step(pending, done)
+            for _, result in self._collect(done):
                 yield result
+
+    def submit(self, request: ExportRequest) -> None:
+        """Queue a request for ``serve`` (thread-safe; returns at once)."""
+        with self._lock:
+            self._inbox.append(request)
+        self.wake()
+
+    def wake(self) -> None:
+        """Make a ``serve`` blocked in select() look at its inbox and stop flag now."""
+        try:
+            os.write(self._wake_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (a wake-up is pending anyway) or closed
+
+    def serve(self, stop: threading.Event) -> Iterator[tuple[int, FileResult]]:
+        """Run submitted requests until ``stop`` is set; yield ``(id, result)`` as each completes.
+
+        Meant for one dedicated thread; ``submit``/``cancel`` come from others. Set
+        ``stop`` then call ``wake`` to end it; call ``close`` after it returned.
+        """
+        pending: collections.deque[ExportRequest] = collections.deque()
+        done: dict[int, FileResult] = {}
+        while not stop.is_set() and not self.closed:
+            with self._lock:
+                while self._inbox:
+                    pending.append(self._limited(self._inbox.popleft()))
+            self._step(pending, done)
+            yield from self._collect(done)
 
     def cancel(self, request_id: int) -> None:
         """Stop a request: its job is killed, and ``run`` yields nothing for it."""
@@ -208,8 +247,49 @@ class WorkerPool:
             worker.kill(grace_s=1.0)
         if not isinstance(self._log, int):
             self._log.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # ---- internals
+
+    def _limited(self, request: ExportRequest) -> ExportRequest:
+        return replace(request, limits=self.limits) if self.limits else request
+
+    def _emit(self, event: PoolEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:  # noqa: BLE001 - a front end's bug must not stop the pool
+            pass
+
+    def _step(self, pending: collections.deque[ExportRequest], done: dict[int, FileResult]) -> None:
+        """Hand pending requests to idle workers, then wait briefly for events."""
+        for worker in self._workers:
+            while worker.state == "idle" and pending:
+                request = pending.popleft()
+                with self._lock:
+                    if request.id in self._cancelled:
+                        self._cancelled.discard(request.id)
+                        continue
+                self._dispatch(worker, request, done)
+        self._poll(0.5, done)
+        if self._start_failures >= MAX_START_FAILURES:
+            while pending:
+                request = pending.popleft()
+                done[request.id] = crash_result(request, "workers fail to start; see the log")
+
+    def _collect(self, done: dict[int, FileResult]) -> Iterator[tuple[int, FileResult]]:
+        for request_id in list(done):
+            result = done.pop(request_id)
+            with self._lock:
+                if request_id in self._cancelled:
+                    self._cancelled.discard(request_id)
+                    continue
+            yield request_id, result
 
     def _dispatch(self, worker: _Worker, request: ExportRequest, done: dict[int, FileResult]) -> None:
         worker.request, worker.state, worker.last_heard = request, "busy", time.monotonic()
@@ -231,8 +311,12 @@ class WorkerPool:
             for worker in self._workers:
                 if worker.state != "dead":
                     selector.register(worker.out, selectors.EVENT_READ, worker)
+            selector.register(self._wake_r, selectors.EVENT_READ, None)
             for key, _ in selector.select(timeout):
-                self._read(key.data, done)
+                if key.data is None:
+                    self._drain_wake()
+                else:
+                    self._read(key.data, done)
         finally:
             selector.close()
         now = time.monotonic()
@@ -241,6 +325,13 @@ class WorkerPool:
                 self._replace(worker, "it did not start in time", done)
             elif worker.state == "busy" and now - worker.last_heard > self._silence_limit(worker):
                 self._replace(worker, "it stopped responding", done)
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
 
     def _read(self, worker: _Worker, done: dict[int, FileResult]) -> None:
         try:
@@ -265,6 +356,7 @@ class WorkerPool:
         if ev == "ready":
             worker.state = "busy" if worker.request else "idle"
             self._start_failures = 0
+            self._emit(PoolEvent("ready", detail=f"pid {worker.proc.pid}, torch {message.get('torch')}"))
         elif ev == "result":
             request = worker.request
             if request is None or message["id"] != request.id:
@@ -276,7 +368,17 @@ class WorkerPool:
         elif ev == "started":
             worker.job_pid = message.get("pid")
         elif ev == "begin":
-            pass  # progress: last_heard is already updated
+            # Also a heartbeat: last_heard is already updated.
+            index, total = message.get("index"), message.get("total")
+            self._emit(
+                PoolEvent(
+                    "begin",
+                    request_id=worker.request.id if worker.request else message.get("id"),
+                    target=message.get("target"),
+                    index=index if isinstance(index, int) else None,
+                    total=total if isinstance(total, int) else None,
+                )
+            )
         else:
             raise WireError(f"unknown message {ev!r}")
 
@@ -291,5 +393,8 @@ class WorkerPool:
             done[request.id] = crash_result(request, why)
         if self.closed or self._start_failures >= MAX_START_FAILURES:
             worker.state, worker.request = "dead", None
+            if not self.closed:
+                self._emit(PoolEvent("gave-up", detail=why))
             return
+        self._emit(PoolEvent("restart", request_id=request.id if request else None, detail=why))
         self._workers[index] = _Worker(self._log)

@@ -44,6 +44,14 @@ class ClassInfo:
     # attribute -> `self.x = ...` lines outside __init__ (assignments in forward etc.)
     late_assignments: dict[str, list[SourceLine]] = field(default_factory=dict)
     methods: dict[str, "FunctionInfo"] = field(default_factory=dict)
+    # The extent of the class statement, decorators included (which lines a spec
+    # pointing "into" the class can have; hover decides ownership by it).
+    first_line: int = 0
+    last_line: int = 0
+    # attribute -> every `self.x` expression in the class's methods (whole span).
+    self_uses: dict[str, list[SourceLine]] = field(default_factory=dict)
+    # attribute -> the string literal naming it in `self.register_buffer("x", ...)`.
+    registered_names: dict[str, list[SourceLine]] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,6 +62,14 @@ class FunctionInfo:
     returns: list[SourceLine] = field(default_factory=list)
     first_line: int = 0
     last_line: int = 0
+    # name -> reads of a local/parameter in this function's own body (nested defs
+    # and lambdas count; nested `def`s have their own entry). `x += 1` counts as a
+    # read: on a tensor it is an in-place update of the same object.
+    name_uses: dict[str, list[SourceLine]] = field(default_factory=dict)
+    # name -> (line, 1-based column) where the first rebinding (`x = ...`, `for x in`,
+    # `with ... as x`) takes effect: the end of an assignment statement, else the end
+    # of the bound name. Reads at or after it no longer see the parameter's value.
+    rebound_at: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,16 +172,41 @@ class _Visitor(ast.NodeVisitor):
         self.scope: list[str] = []
         self.class_stack: list[ClassInfo] = []
         self.function_stack: list[FunctionInfo] = []
+        self.stmt_stack: list[ast.stmt] = []
+        self.comprehension_depth = 0
+        # len(function_stack) when each class of class_stack was entered.
+        self.class_depths: list[int] = []
 
     def _qualname(self, name: str) -> str:
         return ".".join(self.scope + [name])
 
+    def visit(self, node: ast.AST) -> None:
+        # The statement being visited: a name's rebinding takes effect at its end.
+        if isinstance(node, ast.stmt):
+            self.stmt_stack.append(node)
+            super().visit(node)
+            self.stmt_stack.pop()
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # Comprehension targets live in their own scope: not a rebinding.
+            self.comprehension_depth += 1
+            super().visit(node)
+            self.comprehension_depth -= 1
+        else:
+            super().visit(node)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        info = ClassInfo(self._qualname(node.name), head(node))
+        info = ClassInfo(
+            self._qualname(node.name),
+            head(node),
+            first_line=min([node.lineno] + [d.lineno for d in node.decorator_list]),
+            last_line=getattr(node, "end_lineno", node.lineno) or node.lineno,
+        )
         self.index.classes[info.qualname] = info
         self.scope.append(node.name)
         self.class_stack.append(info)
+        self.class_depths.append(len(self.function_stack))
         self.generic_visit(node)
+        self.class_depths.pop()
         self.class_stack.pop()
         self.scope.pop()
 
@@ -204,28 +245,35 @@ class _Visitor(ast.NodeVisitor):
             self.function_stack[-1].returns.append(span(node))
         self.generic_visit(node)
 
-    def _method_context(self) -> tuple[ClassInfo, str] | None:
-        """The class and the method's `self` name when inside a method."""
-        if not self.class_stack or not self.function_stack:
+    def _method_context(self) -> tuple[ClassInfo, str, str] | None:
+        """The class, the method's `self` name and the method's name when inside a method.
+
+        The method is the function entered right after the class (so a class defined
+        inside a factory function still finds its methods, and closures inside a
+        method still see its `self`).
+        """
+        if not self.class_stack or not self.class_depths:
+            return None
+        depth = self.class_depths[-1]
+        if len(self.function_stack) <= depth:
             return None
         cls = self.class_stack[-1]
-        method = next((m for m in cls.methods.values() if m is self.function_stack[0]), None)
-        if method is None:
+        method = self.function_stack[depth]
+        if not any(m is method for m in cls.methods.values()):
             return None
         params = list(method.params)
         if not params:
             return None
-        return cls, params[0]
+        return cls, params[0], method.qualname.rsplit(".", 1)[-1]
 
     def _record_target(self, target: ast.AST, value: ast.AST | None, stmt: ast.stmt) -> None:
         ctx = self._method_context()
         if ctx is not None:
-            cls, self_name = ctx
+            cls, self_name, method_name = ctx
             for t in _flatten_targets(target):
                 attr = _is_self_attr(t, self_name)
                 if attr is None:
                     continue
-                method_name = self.function_stack[0].qualname.rsplit(".", 1)[-1]
                 where = span(stmt)
                 if method_name == "__init__" or attr not in cls.attributes:
                     cls.attributes.setdefault(attr, where)
@@ -252,9 +300,9 @@ class _Visitor(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         ctx = self._method_context()
         if ctx is not None:
-            cls, self_name = ctx
+            cls, self_name, method_name = ctx
             attr = _is_self_attr(node.target, self_name)
-            if attr is not None and self.function_stack[0].qualname.rsplit(".", 1)[-1] != "__init__":
+            if attr is not None and method_name != "__init__":
                 cls.late_assignments.setdefault(attr, []).append(span(node))
         self.generic_visit(node)
 
@@ -272,13 +320,37 @@ class _Visitor(ast.NodeVisitor):
             first = node.args[0]
             ctx = self._method_context()
             if ctx is not None and isinstance(first, ast.Constant) and isinstance(first.value, str):
-                cls, self_name = ctx
+                cls, self_name, _ = ctx
                 f = node.func
                 if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self_name:
                     cls.attributes.setdefault(first.value, span(node))
+                    cls.registered_names.setdefault(first.value, []).append(span(first))
         if name and name.endswith("_") and not name.endswith("__") and isinstance(node.func, ast.Attribute):
             self.index.inplace_calls.setdefault(node.lineno, []).append((name, span(node)))
         self.generic_visit(node)
+
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        ctx = self._method_context()
+        if ctx is not None:
+            cls, self_name, _ = ctx
+            attr = _is_self_attr(node, self_name)
+            if attr is not None:
+                cls.self_uses.setdefault(attr, []).append(span(node))
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if not self.function_stack:
+            return
+        function = self.function_stack[-1]
+        stmt = self.stmt_stack[-1] if self.stmt_stack else None
+        if isinstance(node.ctx, ast.Load) or (isinstance(stmt, ast.AugAssign) and stmt.target is node):
+            function.name_uses.setdefault(node.id, []).append(span(node))
+        elif isinstance(node.ctx, ast.Store) and not self.comprehension_depth and node.id not in function.rebound_at:
+            where: ast.AST = stmt if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else node
+            end_line = getattr(where, "end_lineno", None) or node.lineno
+            end_col = getattr(where, "end_col_offset", None)
+            function.rebound_at[node.id] = (end_line, (end_col if end_col is not None else node.col_offset) + 1)
 
 
 def _dim_name(call: ast.Call) -> str | None:

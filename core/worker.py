@@ -245,6 +245,7 @@ class Zygote:
             diagnostics=own + tuple(last.diagnostics),
             targets=tuple(ordered),
             local_imports=last.local_imports,
+            local_import_hashes=last.local_import_hashes,
             output_tail=tail.text(),  # the zygote saw all the output, the job none of it
             elapsed_ms=(time.monotonic() - started) * 1000,
         )
@@ -388,7 +389,10 @@ class Zygote:
             return True
         if ev == "begin":
             attempt.current = message.get("target")
-            self.send({"ev": "begin", "id": request.id, "target": attempt.current})
+            names = [d.name for d in attempt.decls or ()]
+            index = names.index(attempt.current) + 1 if attempt.current in names else None
+            # index/total let the front end show "exporting Counter (1/2)".
+            self.send({"ev": "begin", "id": request.id, "target": attempt.current, "index": index, "total": len(names) or None})
             return True
         if ev == "done":
             finished = from_plain(TargetResult, message["target"])

@@ -1,0 +1,42 @@
+"""Hover index timing: build once, then ``hover()`` at every UTF-16 position of a file.
+
+The in-process cost of the server's hover (no LSP round trip; ``bench_server.py``
+measures that). Run: ``.venv/bin/python bench/bench_hover_index.py [model.py]``
+(default: ``bench/models/tiny_transformer.py``, ~200 lines, 59 specs).
+"""
+
+import os
+import statistics
+import sys
+import time
+
+from exportlens.cli import export_files
+from exportlens.server.index import HoverIndex
+
+path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "models", "tiny_transformer.py")
+(result,) = export_files([path], timeout=300, memory_mb=None, jobs=1, strict=False)
+print("targets:", [(t.name, t.status, len(t.signature.inputs) if t.signature else 0) for t in result.targets], [d.code for d in result.diagnostics])
+source = open(path, encoding="utf-8").read()
+builds = []
+for _ in range(20):
+    t0 = time.perf_counter()
+    index = HoverIndex.build(path, source, result)
+    builds.append(time.perf_counter() - t0)
+lines = source.split("\n")
+times, hits = [], 0
+for _ in range(3):
+    for ln, text in enumerate(lines):
+        for ch in range(len(text.encode("utf-16-le")) // 2 + 1):
+            t0 = time.perf_counter_ns()
+            h = index.hover(ln, ch)
+            times.append(time.perf_counter_ns() - t0)
+            hits += h is not None
+times.sort()
+
+
+def q(p: float) -> float:
+    return times[min(len(times) - 1, int(p * len(times)))] / 1000
+
+
+print(f"lines={len(lines)} segments={len(index)} build: median {statistics.median(builds)*1000:.2f} ms, max {max(builds)*1000:.2f} ms")
+print(f"hover over {len(times)} positions ({hits} hits): p50 {q(0.5):.2f} us, p99 {q(0.99):.2f} us, max {times[-1]/1000:.1f} us")

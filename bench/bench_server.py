@@ -1,0 +1,209 @@
+"""Benchmark ``exportlens serve`` through a real LSP client over stdio.
+
+Prints, in one run, each number next to the baseline measured in the same run:
+
+(a) save-to-diagnostics latency (edit + save -> publishDiagnostics of that version)
+    for a small model and a >=100-node model, against torch's own warm export time
+    for the same model (``export`` + ``run_decompositions`` in a warm process) and
+    against a fresh ``python`` doing that export per save;
+(b) hover latency p50/p99 over many hovers (answered from the in-memory index);
+(c) open-to-diagnostics for a file already in the cache, after a server restart;
+(d) the server process's resident set (the server only, not its workers).
+
+Run: ``.venv/bin/python bench/bench_server.py`` (about two minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lsprotocol import types  # noqa: E402
+
+from tests.server.lsp_client import EXAMPLES, Doc, RecordingClient, running_server  # noqa: E402
+
+SAVES = 8
+HOVERS = 500
+
+BIG = '''"""A deep MLP: well over 100 graph nodes."""
+
+import torch
+from torch import nn
+
+
+class Deep(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(40))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x)) * 1.0 + 0.0
+        return x
+
+
+model = Deep()
+example_args = (torch.randn(2, 16),)
+'''
+
+TORCH_WARM = """
+import importlib.util, sys, time, statistics, torch
+spec = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+def once():
+    ep = torch.export.export(m.model, m.example_args).run_decompositions({})
+    return len(ep.graph.nodes)
+once()
+times = []
+for _ in range(5):
+    t = time.perf_counter(); n = once(); times.append(time.perf_counter() - t)
+print(statistics.median(times) * 1000, n)
+"""
+
+TORCH_FRESH = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.export.export(m.model, m.example_args).run_decompositions({})
+"""
+
+
+def torch_warm_ms(path: Path) -> tuple[float, int]:
+    out = subprocess.run([sys.executable, "-c", TORCH_WARM, str(path)], capture_output=True, text=True, check=True).stdout.split()
+    return float(out[-2]), int(out[-1])
+
+
+def fresh_python_ms(path: Path, runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", TORCH_FRESH, str(path)], capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+async def save_latency(client: RecordingClient, path: Path) -> list[float]:
+    doc = Doc(client, path)
+    doc.open()
+    await client.diagnostics_for(doc.uri, 1)
+    times = []
+    for i in range(SAVES):
+        started = time.perf_counter()
+        # A new line each time: the text (and so the cache key) changes, the model does not.
+        version = doc.replace("return x", f"x = x + {i}.0 - {i}.0\n        return x")
+        doc.save()
+        await client.diagnostics_for(doc.uri, version)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def hover_latency(client: RecordingClient, path: Path) -> tuple[list[float], int]:
+    doc = Doc(client, path)
+    doc.open()
+    await client.diagnostics_for(doc.uri, 1)
+    lines = doc.text.split("\n")
+    points = [(n, c) for n, line in enumerate(lines) for c in range(0, len(line), 3)]
+    times, answered = [], 0
+    for i in range(HOVERS):
+        line, column = points[i % len(points)]
+        started = time.perf_counter()
+        found = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(doc.uri), doc.position(line, column)))
+        times.append((time.perf_counter() - started) * 1000)
+        answered += found is not None
+    return times, answered
+
+
+def pool_ms(paths: list[Path], runs: int = 5) -> dict[str, float]:
+    """The same exports straight on a warm WorkerPool: the core's cost without the server."""
+    from exportlens.core.pool import WorkerPool
+    from exportlens.core.protocol import ExportRequest
+
+    out: dict[str, float] = {}
+    with WorkerPool(1) as pool:
+        pool.wait_ready()
+        ids = iter(range(1, 1000))
+        for path in paths:
+            text = path.read_text()
+            list(pool.run([ExportRequest(id=next(ids), path=str(path), source=text, root=str(path.parent))]))
+            times = []
+            for i in range(runs):
+                source = text.replace("return x", f"x = x + {i}.0 - {i}.0\n        return x", 1)
+                started = time.perf_counter()
+                list(pool.run([ExportRequest(id=next(ids), path=str(path), source=source, root=str(path.parent))]))
+                times.append((time.perf_counter() - started) * 1000)
+            out[path.name] = statistics.median(times)
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-server-"))
+    small, big = work / "counter.py", work / "deep.py"
+    small.write_text((EXAMPLES / "counter.py").read_text())
+    big.write_text(BIG)
+    cached = [work / f"cached_{i}.py" for i in range(5)]
+    for p in cached:
+        p.write_text((EXAMPLES / "clean.py").read_text())
+    options = {"cache_dir": str(work / "cache")}
+
+    baselines = {p.name: torch_warm_ms(p) for p in (small, big)}
+    fresh = {p.name: fresh_python_ms(p) for p in (small, big)}
+    direct = pool_ms([small, big])
+
+    async with running_server("visual-studio-code", work, options) as (client, _):
+        latency = {p.name: await save_latency(client, p) for p in (small, big)}
+        hovers, answered = await hover_latency(client, small)
+        for p in cached:  # fill the cache for (c)
+            doc = Doc(client, p)
+            doc.open()
+            await client.diagnostics_for(doc.uri, 1)
+        assert client._server is not None
+        rss = rss_mb(client._server.pid)
+
+    async with running_server("visual-studio-code", work, options) as (client, _):
+        opens = []
+        for p in cached:
+            doc = Doc(client, p)
+            started = time.perf_counter()
+            doc.open()
+            await client.diagnostics_for(doc.uri, 1)
+            opens.append((time.perf_counter() - started) * 1000)
+        status = await client.command("exportlens.status", doc.uri)
+        assert client._server is not None
+        rss_cached = rss_mb(client._server.pid)
+
+    print("(a) save -> diagnostics, median of", SAVES, "saves (warm worker, cache misses)")
+    for name in (small.name, big.name):
+        warm, nodes = baselines[name]
+        ours = statistics.median(latency[name])
+        budget = warm * 1.2 + 50
+        print(
+            f"    {name:10s} {nodes:4d} nodes: exportlens {ours:7.0f} ms | torch warm export {warm:6.0f} ms"
+            f" (overhead {ours - warm:+6.0f} ms, {ours / warm:4.1f}x; target <= {budget:.0f} ms: {'met' if ours <= budget else 'NOT met'})"
+            f" | fresh python per save {fresh[name]:6.0f} ms ({fresh[name] / ours:4.1f}x slower than exportlens)"
+        )
+        print(f"    {'':10s}       same export straight on a warm WorkerPool: {direct[name]:6.0f} ms -> the server adds {ours - direct[name]:+5.0f} ms, the job/worker {direct[name] - warm:+5.0f} ms")
+    print(f"(b) hover: p50 {pct(hovers, 0.5):.2f} ms, p99 {pct(hovers, 0.99):.2f} ms over {HOVERS} hovers ({answered} answered); target p99 <= 10 ms")
+    print(f"(c) open -> diagnostics from the cache after a restart: median {statistics.median(opens):.0f} ms, max {max(opens):.0f} ms (workers {status['workers']}); target <= 100 ms")
+    print(f"(d) server RSS: {rss:.0f} MB after (a)-(b), {rss_cached:.0f} MB for the cache-only server; target <= 100 MB")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,263 @@
+"""``exportlens serve``: the LanguageServer that holds the state, and ``main``.
+
+State lives on one ``LanguageServer`` subclass (the pygls examples' shape); each
+LSP feature registers its handlers from its own module. The server never imports
+torch: exports run in warm worker processes behind ``workers.ExportBridge``, and
+their results may come from ``exportlens.core.cache``.
+
+Robustness rules: a handler's exception is logged (``window/logMessage``) and never
+stops the server; a message box (``window/showMessage``) is shown at most once per
+distinct problem; nothing but the LSP stream is ever written to stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Awaitable, Callable
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from exportlens.core.pool import PoolEvent
+from exportlens.core.protocol import ExportRequest
+from exportlens.core.results import FileResult
+from exportlens.server.config import Settings
+from exportlens.server.features.progress import JobProgress
+from exportlens.server.project import pyproject_of
+from exportlens.server.scheduler import Scheduler
+from exportlens.server.state import DocumentState
+from exportlens.server.watch import Watcher
+from exportlens.server.workers import ExportBridge, WorkerState
+
+log = logging.getLogger("exportlens.server")
+
+VERSION = "0.1.0"
+
+
+class ExportLensServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("exportlens", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.init_section: dict[str, Any] = {}
+        self.user_section: dict[str, Any] = {}
+        self.documents: dict[str, DocumentState] = {}
+        self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_worker_state)
+        self.scheduler = Scheduler(self._export, debounce_s=0.3, on_error=self._export_failed)
+        self.progress_for: dict[int, JobProgress] = {}
+        self.fresh: set[str] = set()  # documents whose next export skips the cache
+        self.pull_diagnostics = False
+        self.supports_progress = False
+        self.publish_serial = 0
+        self.config_ready = asyncio.Event()
+        # One thread for cache reads/writes and hover index builds: off the event loop.
+        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-io")
+        self.watcher: Watcher | None = None
+        self._cache: Any = None
+        self._cache_key: tuple[bool, str | None] | None = None
+        self._said: set[str] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ---- messages to the user
+
+    def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, "%s", message)
+        try:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        except Exception:  # noqa: BLE001 - the client may be gone
+            pass
+
+    def show_once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """A message box, at most once per distinct text for the server's lifetime."""
+        self.log_message(message, kind)
+        if message in self._said:
+            return
+        self._said.add(message)
+        try:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        except Exception:  # noqa: BLE001
+            pass
+
+    def log_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            self.log_message(message, types.MessageType.Warning)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls would show a message box per error; a log line (and one box per kind) is enough.
+        self.log_message(f"exportlens server error ({type(error).__name__}): {error}", types.MessageType.Error)
+
+    # ---- background work
+
+    def background(self, coro: Awaitable[Any], what: str) -> None:
+        """Run ``coro`` as a task whose failure is logged, not lost."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed", what, exc_info=t.exception())
+                self.log_message(f"{what} failed: {t.exception()}", types.MessageType.Error)
+
+        task.add_done_callback(done)
+
+    # ---- exports
+
+    async def _export(self, uri: str, generation: int) -> None:
+        from exportlens.server.exports import export_document
+
+        await export_document(self, uri, generation)
+
+    def _export_failed(self, uri: str, error: BaseException) -> None:
+        state = self.documents.get(uri)
+        if state is not None:
+            state.failure = f"{type(error).__name__}: {error}"
+        self.show_once(f"exportlens could not export {os.path.basename(uri)}: {type(error).__name__}: {error} (see the output log)", types.MessageType.Error)
+
+    def reexport_open(self, predicate: Callable[[DocumentState], bool] = lambda s: True) -> None:
+        for uri, state in list(self.documents.items()):
+            if predicate(state):
+                self.scheduler.schedule(uri, delay=False)
+
+    # ---- cache
+
+    @property
+    def cache(self) -> Any:
+        """The ResultCache for the current settings, or None (off or unavailable)."""
+        key = (self.settings.cache, self.settings.cache_dir)
+        if key != self._cache_key:
+            self._cache_key, self._cache = key, None
+            if self.settings.cache:
+                try:
+                    from exportlens.core.cache import ResultCache
+
+                    self._cache = ResultCache(directory=self.settings.cache_dir)
+                except Exception as e:  # noqa: BLE001 - no cache is slower, not broken
+                    self.show_once(f"exportlens: the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
+        return self._cache
+
+    async def cache_lookup(self, request: ExportRequest) -> FileResult | None:
+        cache = self.cache
+        if cache is None:
+            return None
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self.io, cache.lookup, request)
+        except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
+            self.log_once(f"exportlens: reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
+            return None
+        return result if isinstance(result, FileResult) else None
+
+    def cache_store(self, request: ExportRequest, result: FileResult) -> None:
+        cache = self.cache
+        if cache is None:
+            return
+
+        def store() -> None:
+            try:
+                cache.store(request, result)
+            except Exception as e:  # noqa: BLE001
+                self.log_once(f"exportlens: writing the cache failed ({type(e).__name__}: {e})")
+
+        self.io.submit(store)
+
+    # ---- workers
+
+    def _on_pool_event(self, event: PoolEvent) -> None:
+        if event.kind == "begin" and event.request_id is not None:
+            progress = self.progress_for.get(event.request_id)
+            if progress is not None:
+                count = f" ({event.index}/{event.total})" if event.index and event.total else ""
+                percent = int(100 * (event.index - 1) / event.total) if event.index and event.total else None
+                progress.report(f"exporting {event.target}{count}", percent)
+        elif event.kind == "restart":
+            self.log_message(f"exportlens: a worker process failed ({event.detail}); starting a new one", types.MessageType.Warning)
+        elif event.kind == "gave-up":
+            self.show_once(f"exportlens: worker processes fail to start ({event.detail}); is torch installed in {sys.executable}?", types.MessageType.Error)
+        elif event.kind == "ready":
+            self.log_message(f"exportlens: worker ready ({event.detail})")
+
+    def _on_worker_state(self, old: WorkerState, new: WorkerState) -> None:
+        self.log_message(f"exportlens: workers {old.value} -> {new.value}", types.MessageType.Log)
+
+    # ---- file watching
+
+    def files_changed(self, paths: set[str]) -> None:
+        """Files changed on disk: re-export the open models that depend on them."""
+        log.debug("files changed: %s", sorted(paths))
+        for uri, state in list(self.documents.items()):
+            if not state.declares:
+                continue
+            own = os.path.realpath(state.path)
+            deps = {os.path.realpath(p) for p in (state.result.local_imports if state.result else ())}
+            deps.discard(own)  # the buffer, not the disk, is the truth for an open file
+            pyproject = pyproject_of(state.path)
+            hit = bool(deps & paths) or (pyproject is not None and os.path.realpath(pyproject) in paths)
+            if not hit and state.result is not None and any(d.code == "import-error" for d in state.result.diagnostics):
+                # A module it failed to import may just have appeared.
+                hit = any(p != own and p.endswith(".py") for p in paths)
+            if hit:
+                changed = ", ".join(sorted(os.path.basename(p) for p in paths))
+                self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
+                self.scheduler.schedule(uri, delay=False)
+
+    def watch_dependencies(self) -> None:
+        if self.watcher is None:
+            return
+        directories: set[str] = set()
+        for state in self.documents.values():
+            directories.add(os.path.dirname(state.path))
+            if state.result is not None:
+                directories.update(os.path.dirname(p) for p in state.result.local_imports)
+            pyproject = pyproject_of(state.path)
+            if pyproject:
+                directories.add(os.path.dirname(pyproject))
+        try:
+            self.watcher.watch(directories)
+        except Exception as e:  # noqa: BLE001 - no watching is degraded, not broken
+            self.log_once(f"exportlens: watching files failed ({type(e).__name__}: {e})")
+
+    def start_watching(self) -> None:
+        if self.watcher is None:
+            self.watcher = Watcher(asyncio.get_running_loop(), self.files_changed, lambda m: self.show_once(m, types.MessageType.Warning))
+
+    async def stop(self) -> None:
+        self.scheduler.cancel_all()
+        if self.watcher is not None:
+            self.watcher.close()
+        await self.bridge.close()
+
+
+def create_server() -> ExportLensServer:
+    from exportlens.server.features import commands, documents, hover
+
+    server = ExportLensServer()
+    documents.register(server)
+    hover.register(server)
+    commands.register(server)
+    return server
+
+
+def main(tcp: str | None = None) -> int:
+    """Run the server on stdio, or on ``HOST:PORT`` with ``tcp``; the exit code."""
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("EXPORTLENS_LOG_LEVEL", "WARNING").upper(), format="exportlens %(levelname)s %(name)s: %(message)s")
+    server = create_server()
+    try:
+        if tcp:
+            host, _, port = tcp.rpartition(":")
+            if not port.isdigit():
+                print(f"exportlens serve: --tcp expects HOST:PORT, got {tcp!r}", file=sys.stderr)
+                return 2
+            server.start_tcp(host or "127.0.0.1", int(port))
+        else:
+            stdout = sys.stdout.buffer
+            sys.stdout = sys.stderr  # a stray print must never corrupt the LSP stream
+            server.start_io(sys.stdin.buffer, stdout)
+    finally:
+        server.bridge.close_now()
+        if server.watcher is not None:
+            server.watcher.close()
+    return 0

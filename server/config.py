@@ -1,0 +1,198 @@
+"""Server settings: a tree of fully defaulted dataclasses, parsed leniently.
+
+Sources, later ones winning: the defaults below, ``initializationOptions`` (either
+``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
+(or ``workspace/configuration``) section ``exportlens``. Per project,
+``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb`` and
+``strict`` unless the user set them explicitly in the editor (the same order as the
+CLI: flag, then pyproject, then default).
+
+Names are snake_case (``debounce_ms``); camelCase spellings (``debounceMs``) are
+accepted too because that is how VS Code settings are usually written. A bad value
+never stops the server: it becomes a problem message naming the setting and the
+default is used (the caller reports each distinct message once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from exportlens.core.protocol import Limits
+from exportlens.core.results import CODES
+
+SECTION = "exportlens"
+
+
+@dataclass(frozen=True)
+class DiagnosticsSettings:
+    """Which diagnostic codes are shown; every code is on unless turned off."""
+
+    disabled: frozenset[str] = frozenset()
+
+    def enabled(self, code: str) -> bool:
+        return code not in self.disabled
+
+
+@dataclass(frozen=True)
+class Settings:
+    debounce_ms: int = 300  # wait after the last keystroke before exporting the buffer
+    timeout_s: float = 120.0  # per target
+    memory_mb: int = 8192  # memory cap of one export job
+    workers: int = 1  # warm worker processes; each holds torch (~400 MB)
+    cache: bool = True
+    cache_dir: str | None = None  # None: the cache's own default folder
+    strict: bool = False  # export with strict=True unless a target says otherwise
+    diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
+    # The settings the user gave explicitly; pyproject values give way to these.
+    explicit: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """What ``[tool.exportlens]`` says for one file (None: not set there)."""
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    strict: bool | None = None
+
+
+def limits_for(settings: Settings, project: ProjectSettings) -> tuple[Limits, bool]:
+    """The export limits and strict default for a file: explicit editor setting,
+    then pyproject, then the editor default."""
+
+    def pick(name: str, project_value: Any) -> Any:
+        if name in settings.explicit or project_value is None:
+            return getattr(settings, name)
+        return project_value
+
+    limits = Limits(timeout_s=float(pick("timeout_s", project.timeout_s)), memory_mb=int(pick("memory_mb", project.memory_mb)))
+    return limits, bool(pick("strict", project.strict))
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _number(minimum: float, maximum: float, integer: bool) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a number, got {value!r}")
+        if integer and isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"expected a whole number, got {value!r}")
+            value = int(value)
+        if not minimum <= value <= maximum:
+            raise ValueError(f"expected a value from {minimum:g} to {maximum:g}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _folder(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"expected a folder path, got {value!r}")
+    return os.path.abspath(os.path.expanduser(value))
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "debounce_ms": _number(0, 60_000, integer=True),
+    "timeout_s": lambda v: float(_number(0.1, 86_400, integer=False)(v)),
+    "memory_mb": _number(64, 1 << 22, integer=True),
+    "workers": _number(1, 64, integer=True),
+    "cache": _bool,
+    "cache_dir": _folder,
+    "strict": _bool,
+}
+
+
+def _diagnostics(value: Any, problems: list[str]) -> DiagnosticsSettings:
+    """``{"mutation/buffer": false, ...}``, ``{"disabled": [...]}`` or a list of disabled codes."""
+    disabled: set[str] = set()
+    if isinstance(value, dict) and set(value) == {"disabled"}:
+        value = value["disabled"]
+    if isinstance(value, list):
+        pairs = [(code, False) for code in value]
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        problems.append(f"{SECTION}.diagnostics: expected a map of code to true/false or a list of disabled codes, got {value!r}; all codes stay on")
+        return DiagnosticsSettings()
+    for code, on in pairs:
+        if not isinstance(code, str) or code not in CODES:
+            problems.append(f"{SECTION}.diagnostics: unknown diagnostic code {code!r} (ignored)")
+        elif not isinstance(on, bool):
+            problems.append(f"{SECTION}.diagnostics.{code}: expected true or false, got {on!r}; it stays on")
+        elif not on:
+            disabled.add(code)
+    return DiagnosticsSettings(frozenset(disabled))
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+# The spelling pyproject's [tool.exportlens] and the VS Code extension use.
+_ALIASES = {"timeout": "timeout_s"}
+
+
+def _snake(name: str) -> str:
+    name = _CAMEL.sub(r"_\1", name).lower()
+    return _ALIASES.get(name, name)
+
+
+def section_of(raw: Any) -> dict[str, Any]:
+    """The ``exportlens`` section of initializationOptions or settings (nested or flat)."""
+    if not isinstance(raw, dict):
+        return {}
+    inner = raw.get(SECTION)
+    if isinstance(inner, dict):
+        return inner
+    return {k: v for k, v in raw.items() if k != SECTION}
+
+
+def parse(raw: Any) -> tuple[Settings, list[str]]:
+    """Settings from one section dict, and the problems found (one message each)."""
+    problems: list[str] = []
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return Settings(), [f"{SECTION}: expected a map of settings, got {raw!r}; using the defaults"]
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    explicit: set[str] = set()
+    for key, value in raw.items():
+        name = _snake(str(key))
+        if name == "diagnostics":
+            values["diagnostics"] = _diagnostics(value, problems)
+            continue
+        parser = _PARSERS.get(name)
+        if parser is None:
+            problems.append(f"{SECTION}.{key}: unknown setting (ignored)")
+            continue
+        if value is None:
+            continue  # an unset value in the editor's settings means the default
+        try:
+            values[name] = parser(value)
+        except ValueError as e:
+            problems.append(f"{SECTION}.{key}: {e}; using the default {getattr(defaults, name)!r}")
+            continue
+        explicit.add(name)
+    return dataclasses.replace(defaults, **values, explicit=frozenset(explicit)), problems
+
+
+def merge(*sections: dict[str, Any]) -> dict[str, Any]:
+    """Later sections override earlier ones key by key (``diagnostics`` as a whole)."""
+    out: dict[str, Any] = {}
+    for section in sections:
+        out.update(section)
+    return out

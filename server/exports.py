@@ -1,0 +1,126 @@
+"""Export one open document: its buffer text, through the cache, else a warm worker.
+
+The scheduler runs ``export_document`` as the document's task. Everything before
+``publish`` may be cancelled by a newer change; cancelling while a worker runs the
+job kills the job. The result is published only if this run is still the latest
+for the document, so an older version's diagnostics never reach the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from exportlens.core.protocol import ExportRequest
+from exportlens.core.results import FileResult
+from exportlens.server.config import limits_for
+from exportlens.server.features import diagnostics
+from exportlens.server.features.hover import index_class
+from exportlens.server.features.progress import JobProgress
+from exportlens.server.positions import split_lines
+from exportlens.server.project import declares_targets, project_settings, root_of
+from exportlens.server.workers import BridgeClosed
+
+if TYPE_CHECKING:
+    from exportlens.server.app import ExportLensServer
+    from exportlens.server.state import DocumentState
+
+log = logging.getLogger(__name__)
+
+CONFIG_WAIT_S = 3.0  # an export waits this long at most for the client's settings
+
+
+def build_request(server: ExportLensServer, state: DocumentState, text: str) -> ExportRequest:
+    limits, strict = limits_for(server.settings, project_settings(state.path))
+    return ExportRequest(
+        id=server.bridge.next_id(),
+        path=state.path,
+        source=text,
+        root=root_of(state.path),
+        limits=limits,
+        strict_default=strict,
+    )
+
+
+def summary(result: FileResult) -> str:
+    ok = sum(t.status == "ok" for t in result.targets)
+    errors = sum(d.severity == "error" for d in result.diagnostics)
+    text = f"{ok}/{len(result.targets)} exported"
+    return text + (f", {errors} error{'s' * (errors != 1)}" if errors else "")
+
+
+async def export_document(server: ExportLensServer, uri: str, generation: int) -> None:
+    state = server.documents.get(uri)
+    if state is None:
+        return
+    if not server.config_ready.is_set():
+        # Settings pulled from the client may change the limits: do not export twice.
+        try:
+            await asyncio.wait_for(server.config_ready.wait(), CONFIG_WAIT_S)
+        except asyncio.TimeoutError:
+            pass
+    document = server.workspace.get_text_document(uri)
+    text, version = document.source, document.version
+    if not declares_targets(state.path, text):
+        # Not a model file (or no longer one): nothing to export, nothing to show.
+        if state.declares or state.result is not None:
+            state.declares, state.result, state.index = False, None, None
+            state.result_lines, state.result_version = split_lines(text), version
+            diagnostics.publish(server, state)
+        return
+    state.declares = True
+    request = build_request(server, state, text)
+    fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
+    server.fresh.discard(uri)
+    result = None if fresh else await server.cache_lookup(request)
+    from_cache = result is not None
+    log.debug("export %s #%d: %s", os.path.basename(state.path), generation, "cache hit" if from_cache else "cache miss")
+    if result is None:
+        result = await _run_on_worker(server, request)
+        if result is None:
+            return
+        server.cache_store(request, result)
+    if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
+        return  # a newer version (or a close) came in: this result is stale
+    state.result, state.from_cache, state.failure = result, from_cache, None
+    state.result_lines, state.result_version = split_lines(text), version
+    state.index = None
+    diagnostics.publish(server, state)
+    server.watch_dependencies()
+    state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
+
+
+async def _run_on_worker(server: ExportLensServer, request: ExportRequest) -> FileResult | None:
+    name = os.path.basename(request.path)
+    progress = JobProgress(server, "exportlens", f"exporting {name}")
+    server.progress_for[request.id] = progress
+    try:
+        result = await server.bridge.export(request)
+    except asyncio.CancelledError:
+        progress.end("cancelled: the file changed")
+        raise
+    except BridgeClosed as e:
+        progress.end("stopped")
+        log.info("export of %s stopped: %s", name, e)
+        return None
+    finally:
+        server.progress_for.pop(request.id, None)
+    progress.end(f"{name}: {summary(result)}")
+    return result
+
+
+async def build_index(server: ExportLensServer, state: DocumentState, text: str, result: FileResult) -> None:
+    """Build the hover index for ``result`` in a thread, then attach it if still current."""
+    cls = index_class()
+    if cls is None:
+        return
+    try:
+        index = await asyncio.get_running_loop().run_in_executor(server.io, cls.build, state.path, text, result)
+    except Exception as e:  # noqa: BLE001 - no hovers is better than a dead server
+        server.log_once(f"building hovers failed ({type(e).__name__}: {e}); hovers are off for this result")
+        log.exception("HoverIndex.build failed for %s", state.path)
+        return
+    if state.result is result:
+        state.index = index

@@ -1,0 +1,134 @@
+"""``workspace/executeCommand``: the commands editors bind to keys and status items.
+
+- ``exportlens.reexport`` (uri): export the buffer again now, bypassing the cache;
+  returns the status below once done.
+- ``exportlens.showGraph`` (uri, [target]): the exported graph of each target (or of
+  the one named) as torch prints it, as one string.
+- ``exportlens.clearCache``: empty the result cache; returns how many results it held.
+- ``exportlens.status`` (uri): ``{"state": "exporting"|"ok"|"error"|"idle", "errors": n,
+  "targets": [{name, line, status, export_ms}], "version", "cached", "workers",
+  "settings": {the effective settings}}``.
+
+Arguments may be positional (``[uri, target]``) or one object (``[{"uri": ..., "target": ...}]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+# A runtime import (not TYPE_CHECKING): pygls reads command handlers' type hints.
+from exportlens.server.app import ExportLensServer
+
+log = logging.getLogger(__name__)
+
+REEXPORT = "exportlens.reexport"
+SHOW_GRAPH = "exportlens.showGraph"
+CLEAR_CACHE = "exportlens.clearCache"
+STATUS = "exportlens.status"
+COMMANDS = (REEXPORT, SHOW_GRAPH, CLEAR_CACHE, STATUS)
+
+
+def _arguments(args: tuple[Any, ...]) -> tuple[str | None, str | None]:
+    """``(uri, target)`` from either argument style."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        uri, target = args[0].get("uri"), args[0].get("target")
+    else:
+        uri = args[0] if args else None
+        target = args[1] if len(args) > 1 else None
+    if uri is not None and not isinstance(uri, str):
+        raise JsonRpcInvalidParams(f"expected a document URI, got {uri!r}")
+    if target is not None and not isinstance(target, str):
+        raise JsonRpcInvalidParams(f"expected a target name, got {target!r}")
+    return uri, target
+
+
+def effective_settings(server: ExportLensServer) -> dict[str, Any]:
+    s = server.settings
+    return {
+        "debounce_ms": s.debounce_ms,
+        "timeout_s": s.timeout_s,
+        "memory_mb": s.memory_mb,
+        "workers": s.workers,
+        "cache": s.cache,
+        "cache_dir": s.cache_dir,
+        "strict": s.strict,
+        "diagnostics": {"disabled": sorted(s.diagnostics.disabled)},
+        "pull_diagnostics": server.pull_diagnostics,
+    }
+
+
+def status(server: ExportLensServer, uri: str) -> dict[str, Any]:
+    state = server.documents.get(uri)
+    workers = server.bridge.state.value
+    settings = effective_settings(server)
+    if state is None:
+        return {"state": "idle", "errors": 0, "targets": [], "version": None, "cached": False, "workers": workers, "settings": settings}
+    result = state.result
+    errors = sum(d.severity == "error" for d in result.diagnostics) if result else 0
+    if server.scheduler.busy(uri):
+        label = "exporting"
+    elif result is None or not state.declares:
+        label = "error" if state.failure else "idle"
+    else:
+        label = "error" if errors else "ok"
+    return {
+        "state": label,
+        "errors": errors,
+        "targets": state.targets,
+        "version": state.result_version,
+        "cached": state.from_cache,
+        "workers": workers,
+        "settings": settings,
+    }
+
+
+def graph_text(server: ExportLensServer, uri: str, target: str | None) -> str:
+    state = server.documents.get(uri)
+    if state is None or state.result is None:
+        raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare a target?)")
+    chosen = [t for t in state.result.targets if target is None or t.name == target]
+    if not chosen:
+        names = ", ".join(t.name for t in state.result.targets) or "none"
+        raise JsonRpcInvalidParams(f"no target {target!r} in {uri} (targets: {names})")
+    parts = []
+    for t in chosen:
+        body = t.graph.rstrip() if t.graph else f"(no graph: the export {'failed' if t.status == 'error' else 'kept none'})"
+        parts.append(f"# {t.name}\n{body}\n")
+    return "\n".join(parts)
+
+
+def register(server: ExportLensServer) -> None:
+    @server.command(REEXPORT)
+    async def reexport(ls: ExportLensServer, *args: Any) -> dict[str, Any]:
+        uri, _ = _arguments(args)
+        if uri is None or uri not in ls.documents:
+            raise JsonRpcInvalidParams(f"{REEXPORT}: expected the URI of an open document, got {uri!r}")
+        ls.fresh.add(uri)
+        ls.scheduler.schedule(uri, delay=False)
+        await ls.scheduler.settled(uri)
+        return status(ls, uri)
+
+    @server.command(SHOW_GRAPH)
+    def show_graph(ls: ExportLensServer, *args: Any) -> str:
+        uri, target = _arguments(args)
+        if uri is None:
+            raise JsonRpcInvalidParams(f"{SHOW_GRAPH}: expected a document URI")
+        return graph_text(ls, uri, target)
+
+    @server.command(CLEAR_CACHE)
+    async def clear_cache(ls: ExportLensServer, *args: Any) -> int:
+        cache = ls.cache
+        if cache is None:
+            return 0
+        return int(await asyncio.get_running_loop().run_in_executor(ls.io, cache.clear))
+
+    @server.command(STATUS)
+    def get_status(ls: ExportLensServer, *args: Any) -> dict[str, Any]:
+        uri, _ = _arguments(args)
+        if uri is None:
+            raise JsonRpcInvalidParams(f"{STATUS}: expected a document URI")
+        return status(ls, uri)

@@ -1,0 +1,173 @@
+"""``textDocument/publishDiagnostics`` (push) and ``textDocument/diagnostic`` (pull).
+
+A client gets exactly one of the two, never both: VS Code and Neovim keep pushed and
+pulled diagnostics in separate collections, so serving both would show every
+problem twice. Pull is used when the client supports it *and* can be told to pull
+again (``workspace/diagnostic/refresh``), because exports also finish out of band
+(a helper module changed on disk); otherwise the server pushes, with the document
+version the result was made for.
+
+Core diagnostics are 1-based lines with UTF-8 byte columns; ``to_lsp`` turns them
+into 0-based ranges in the negotiated position encoding, using the exact text the
+result was made from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from lsprotocol import types
+from pygls import uris
+
+from exportlens.core.results import Diagnostic, Related
+from exportlens.server.positions import byte_column_to_units, split_lines, units
+
+if TYPE_CHECKING:
+    from exportlens.server.app import ExportLensServer
+    from exportlens.server.state import DocumentState
+
+log = logging.getLogger(__name__)
+
+SOURCE = "exportlens"
+DOCS_URL = "https://github.com/exportlens/exportlens/blob/main/docs/diagnostics.md"
+SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "information": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+PULL_WAIT_S = 600.0  # a pull waits for a running export at most this long
+
+
+def docs_anchor(code: str) -> str:
+    """``mutation/buffer`` -> ``…/diagnostics.md#mutation-buffer`` (one heading per code)."""
+    return f"{DOCS_URL}#{code.replace('/', '-')}"
+
+
+def lsp_range(
+    lines: list[str],
+    line: int,
+    column: int,
+    end_line: int | None,
+    end_column: int | None,
+    encoding: str,
+) -> types.Range:
+    """A core (1-based, UTF-8 byte) span as an LSP range; no end means to the end of the line."""
+    last = max(0, len(lines) - 1)
+    start_line = min(max(0, line - 1), last)
+    text = lines[start_line] if lines else ""
+    if end_line is None or end_column is None:
+        start = byte_column_to_units(text, column - 1, encoding)
+        if column <= 1:
+            # Column 1 without an end is "this line": skip the indentation.
+            start = units(text[: len(text) - len(text.lstrip())], encoding)
+        end = types.Position(start_line, units(text, encoding))
+        return types.Range(types.Position(start_line, start), end)
+    start = types.Position(start_line, byte_column_to_units(text, column - 1, encoding))
+    stop_line = min(max(0, end_line - 1), last)
+    stop_text = lines[stop_line] if lines else ""
+    stop = types.Position(stop_line, byte_column_to_units(stop_text, end_column - 1, encoding))
+    if (stop.line, stop.character) < (start.line, start.character):
+        stop = types.Position(start_line, units(text, encoding))
+    return types.Range(start, stop)
+
+
+def _related(item: Related, own_path: str, own_lines: list[str], encoding: str, read: Callable[[str], list[str]]) -> types.DiagnosticRelatedInformation:
+    lines = own_lines if item.path == own_path else read(item.path)
+    return types.DiagnosticRelatedInformation(
+        location=types.Location(uri=uris.from_fs_path(item.path) or item.path, range=lsp_range(lines, item.line, item.column, None, None, encoding)),
+        message=item.message,
+    )
+
+
+def read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return split_lines(f.read())
+    except OSError:
+        return [""]
+
+
+def to_lsp(
+    diagnostic: Diagnostic,
+    lines: list[str],
+    path: str,
+    encoding: str,
+    read: Callable[[str], list[str]] = read_lines,
+) -> types.Diagnostic:
+    data = {"target": diagnostic.target} if diagnostic.target else None
+    related = [_related(r, path, lines, encoding, read) for r in diagnostic.related]
+    return types.Diagnostic(
+        range=lsp_range(lines, diagnostic.line, diagnostic.column, diagnostic.end_line, diagnostic.end_column, encoding),
+        message=diagnostic.message,
+        severity=SEVERITY.get(diagnostic.severity, types.DiagnosticSeverity.Error),
+        code=diagnostic.code,
+        code_description=types.CodeDescription(href=docs_anchor(diagnostic.code)),
+        source=SOURCE,
+        related_information=related or None,
+        data=data,
+    )
+
+
+# ---------------------------------------------------------------- delivery
+
+
+def publish(server: ExportLensServer, state: DocumentState) -> None:
+    """Convert the state's result, then push it (or ask a pull client to pull again)."""
+    disabled = server.settings.diagnostics
+    encoding = str(server.workspace.position_encoding or "utf-16")
+    items: list[types.Diagnostic] = []
+    if state.result is not None:
+        for d in state.result.diagnostics:
+            if not disabled.enabled(d.code):
+                continue
+            try:
+                items.append(to_lsp(d, state.result_lines, state.path, encoding))
+            except Exception:  # noqa: BLE001 - one odd diagnostic must not hide the others
+                log.exception("cannot convert diagnostic %r", d)
+    state.published = items
+    server.publish_serial += 1
+    state.result_id = f"{state.uri}@{state.result_version}:{server.publish_serial}"
+    if server.pull_diagnostics:
+        server.workspace_diagnostic_refresh(None)
+    else:
+        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
+
+
+def clear(server: ExportLensServer, uri: str) -> None:
+    """The document closed (or stopped declaring targets): show nothing for it."""
+    if not server.pull_diagnostics:
+        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+async def pull(server: ExportLensServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+    uri = params.text_document.uri
+    state = server.documents.get(uri)
+    if state is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    try:
+        # Answer for the buffer as it is now: wait for the export already scheduled.
+        await asyncio.wait_for(server.scheduler.settled(uri), PULL_WAIT_S)
+    except asyncio.TimeoutError:
+        pass
+    state = server.documents.get(uri) or state
+    if state.result_id is not None and params.previous_result_id == state.result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=state.result_id)
+    return types.RelatedFullDocumentDiagnosticReport(items=list(state.published), result_id=state.result_id)
+
+
+def register(server: ExportLensServer) -> None:
+    """Called from ``initialize`` once we know the client can pull."""
+    options = types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False)
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, options)
+    async def on_diagnostic(ls: ExportLensServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+        try:
+            return await pull(ls, params)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("textDocument/diagnostic failed")
+            return types.RelatedFullDocumentDiagnosticReport(items=[])

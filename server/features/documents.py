@@ -1,0 +1,201 @@
+"""Lifecycle, text synchronisation and configuration.
+
+- ``initialize``: read ``initializationOptions``, decide push or pull diagnostics and
+  whether the client takes ``$/progress``.
+- ``textDocument/didOpen`` / ``didSave``: export at once; ``didChange``: export the
+  buffer after the debounce; ``didClose``: stop and clear its diagnostics.
+- ``workspace/didChangeConfiguration``: new settings (pushed in the notification,
+  or pulled with ``workspace/configuration``); re-export when it matters.
+
+Every handler catches and logs its own errors: one bad notification must not take
+the server down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from lsprotocol import types
+from pygls import uris
+
+from exportlens.server import config
+from exportlens.server.features import diagnostics
+from exportlens.server.state import DocumentState
+
+if TYPE_CHECKING:
+    from exportlens.server.app import ExportLensServer
+
+log = logging.getLogger(__name__)
+
+CONFIG_WAIT_S = 2.0  # how long a workspace/configuration request may take
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(what: str) -> Callable[[F], F]:
+    """Log a handler's exception instead of letting it escape (sync or async handler)."""
+
+    def wrap(fn: F) -> F:
+        if asyncio.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(ls: ExportLensServer, *args: Any) -> Any:
+                try:
+                    return await fn(ls, *args)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    log.exception("%s failed", what)
+                    ls.log_message(f"exportlens: {what} failed: {type(e).__name__}: {e}", types.MessageType.Error)
+                    return None
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def run(ls: ExportLensServer, *args: Any) -> Any:
+            try:
+                return fn(ls, *args)
+            except Exception as e:
+                log.exception("%s failed", what)
+                ls.log_message(f"exportlens: {what} failed: {type(e).__name__}: {e}", types.MessageType.Error)
+                return None
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def is_python(uri: str, language_id: str | None = None) -> bool:
+    path = uris.to_fs_path(uri) or ""
+    return uri.startswith("file:") and (language_id == "python" or path.endswith(".py"))
+
+
+def apply_settings(server: ExportLensServer) -> None:
+    """Recompute the settings from their sources; report new problems; act on changes."""
+    section = config.merge(server.init_section, server.user_section)
+    new, problems = config.parse(section)
+    for problem in problems:
+        server.show_once(problem, types.MessageType.Warning)
+    old, server.settings = server.settings, new
+    server.scheduler.debounce_s = new.debounce_ms / 1000
+    if new.workers != old.workers:
+        server.bridge.jobs = new.workers
+        if server.bridge.running or server.bridge.starts:
+            # Restart the pool with the new size; what was running is exported again.
+            async def restart() -> None:
+                await server.bridge.close()
+                server.reexport_open(lambda s: s.declares)
+
+            server.background(restart(), "restarting the workers")
+    exports_differ = (new.timeout_s, new.memory_mb, new.strict, new.explicit & {"timeout_s", "memory_mb", "strict"}) != (
+        old.timeout_s,
+        old.memory_mb,
+        old.strict,
+        old.explicit & {"timeout_s", "memory_mb", "strict"},
+    )
+    if exports_differ or (new.cache and not old.cache) or new.cache_dir != old.cache_dir:
+        server.reexport_open(lambda s: s.declares)
+    elif new.diagnostics != old.diagnostics:
+        for state in server.documents.values():
+            if state.result is not None:
+                diagnostics.publish(server, state)
+
+
+async def pull_configuration(server: ExportLensServer) -> None:
+    """Ask a client that supports ``workspace/configuration`` for the ``exportlens`` section."""
+    if not (server.client_capabilities.workspace and server.client_capabilities.workspace.configuration):
+        return
+    try:
+        [value] = await asyncio.wait_for(
+            server.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section=config.SECTION)])),
+            CONFIG_WAIT_S * 5,
+        )
+    except Exception as e:  # noqa: BLE001 - a client without settings is fine
+        log.info("workspace/configuration failed: %s", e)
+        return
+    if isinstance(value, dict):
+        server.user_section = config.section_of({config.SECTION: value})
+        apply_settings(server)
+
+
+def register(server: ExportLensServer) -> None:
+    @server.feature(types.INITIALIZE)
+    @guarded("initialize")
+    def initialize(ls: ExportLensServer, params: types.InitializeParams) -> None:
+        caps = params.capabilities
+        ls.init_section = config.section_of(params.initialization_options)
+        can_pull = caps.text_document is not None and caps.text_document.diagnostic is not None
+        can_refresh = bool(caps.workspace and caps.workspace.diagnostics and caps.workspace.diagnostics.refresh_support)
+        ls.pull_diagnostics = can_pull and can_refresh
+        if ls.pull_diagnostics:
+            diagnostics.register(ls)
+        ls.supports_progress = bool(caps.window and caps.window.work_done_progress)
+        apply_settings(ls)
+
+    @server.feature(types.INITIALIZED)
+    @guarded("initialized")
+    async def initialized(ls: ExportLensServer, params: types.InitializedParams) -> None:
+        ls.start_watching()
+        try:
+            await pull_configuration(ls)
+        finally:
+            ls.config_ready.set()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @guarded("didOpen")
+    def did_open(ls: ExportLensServer, params: types.DidOpenTextDocumentParams) -> None:
+        # Synchronous on purpose: notifications are handled in order, so a didClose
+        # right after cannot overtake this open.
+        doc = params.text_document
+        if not is_python(doc.uri, doc.language_id):
+            return
+        state = DocumentState(uri=doc.uri, path=uris.to_fs_path(doc.uri) or doc.uri, version=doc.version)
+        ls.documents[doc.uri] = state
+        ls.watch_dependencies()
+        ls.scheduler.schedule(doc.uri, delay=False)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @guarded("didChange")
+    def did_change(ls: ExportLensServer, params: types.DidChangeTextDocumentParams) -> None:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return
+        state.version = params.text_document.version
+        ls.scheduler.schedule(state.uri, delay=True)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    @guarded("didSave")
+    def did_save(ls: ExportLensServer, params: types.DidSaveTextDocumentParams) -> None:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return
+        if ls.scheduler.expedite(state.uri) or ls.scheduler.busy(state.uri):
+            return  # the pending export runs now / the running one is for this text
+        if state.result_version != state.version or state.result is None:
+            ls.scheduler.schedule(state.uri, delay=False)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @guarded("didClose")
+    def did_close(ls: ExportLensServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.scheduler.forget(uri)
+        if ls.documents.pop(uri, None) is not None:
+            diagnostics.clear(ls, uri)
+            ls.watch_dependencies()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @guarded("didChangeConfiguration")
+    async def did_change_configuration(ls: ExportLensServer, params: types.DidChangeConfigurationParams) -> None:
+        settings = params.settings
+        if isinstance(settings, dict) and config.SECTION in settings:
+            ls.user_section = config.section_of(settings)
+            apply_settings(ls)
+        else:
+            await pull_configuration(ls)
+
+    @server.feature(types.SHUTDOWN)
+    @guarded("shutdown")
+    async def shutdown(ls: ExportLensServer, params: None) -> None:
+        await ls.stop()

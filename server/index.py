@@ -1,0 +1,500 @@
+"""The hover index: ``textDocument/hover`` answered from memory, no worker round trip.
+
+Built once per export result from the file's text and its :class:`FileResult`; a
+hover is then a dict hit on the line and a bisect among that line's disjoint
+segments. What a position shows (the issue's table):
+
+* a ``forward`` argument (in the ``def`` and its reads until it is rebound) -> its
+  ``USER_INPUT`` specs and the ``USER_INPUT_MUTATION`` of it;
+* ``self.<attr>`` in a class, the ``register_buffer("name")`` literal and the line
+  defining it -> the ``PARAMETER``/``BUFFER``/``CONSTANT_TENSOR`` specs under that
+  attribute (every instance: ``blocks.0.w``, ``blocks.1.w``) and their mutations;
+* an in-place call's line -> the mutation output whose source is that call;
+* a ``return`` of the exported ``forward`` -> its ``USER_OUTPUT`` specs;
+* the target's own line (and its decorators) -> the whole signature, status, time,
+  and for a failed target the error diagnostics.
+
+A class belongs to every target whose specs point into it, so a class exported by
+two targets shows both. The narrowest anchor under the cursor wins (``x`` inside a
+``return`` shows ``x``). Positions are 0-based lines and UTF-16 code units; ``ast``
+gives UTF-8 byte columns, converted once here at build time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from exportlens.core.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
+from exportlens.core.sourcemap import ClassInfo, FunctionInfo, SourceIndex
+from exportlens.server import markdown as md
+from exportlens.server.positions import UTF16, byte_column_to_units, split_lines, units
+
+log = logging.getLogger(__name__)
+
+# Output kinds that name a state input by its target, and those that name a user input.
+_STATE_OUTPUTS = {"BUFFER_MUTATION", "PARAMETER_MUTATION", "GRADIENT_TO_PARAMETER"}
+_USER_INPUT_OUTPUTS = {"USER_INPUT_MUTATION", "GRADIENT_TO_USER_INPUT"}
+# Outputs that are what forward returns (shown on `return`, not as mutations).
+_RESULT_OUTPUTS = {"USER_OUTPUT", "LOSS_OUTPUT"}
+
+
+@dataclass(frozen=True)
+class HoverText:
+    markdown: str
+    line: int  # 0-based
+    start: int  # UTF-16 code units, the hovered word/span
+    end: int
+
+
+@dataclass(frozen=True)
+class _Span:
+    line: int  # 0-based
+    start: int  # UTF-16
+    end: int
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """One line's disjoint ``[start, end)`` segments, sorted, each with its hover."""
+
+    starts: list[int]
+    ends: list[int]
+    hovers: list[HoverText]
+
+
+class HoverIndex:
+    def __init__(self, lines: dict[int, _Segments] | None = None) -> None:
+        self._lines = lines or {}
+
+    @classmethod
+    def build(cls, path: str, source: str, result: FileResult) -> HoverIndex:
+        """Never raises: a part that cannot be built is left out (and logged)."""
+        try:
+            builder = _Builder(path, source, result)
+            builder.run()
+            return cls(builder.segments())
+        except Exception:  # a hover index must never take the server down
+            log.exception("hover index for %s could not be built", path)
+            return cls()
+
+    def hover(self, line: int, character: int) -> HoverText | None:
+        segments = self._lines.get(line)
+        if segments is None:
+            return None
+        i = bisect.bisect_right(segments.starts, character) - 1
+        if i < 0 or character >= segments.ends[i]:
+            return None
+        return segments.hovers[i]
+
+    def __len__(self) -> int:
+        """How many segments the index holds (for tests and logs)."""
+        return sum(len(s.starts) for s in self._lines.values())
+
+
+def _same_start(a: SourceLine | None, b: SourceLine | None) -> bool:
+    return a is not None and b is not None and a.line == b.line and a.column == b.column
+
+
+def _key(s: SourceLine) -> tuple[int, int, int | None, int | None]:
+    return (s.line, s.column, s.end_line, s.end_column)
+
+
+class _Builder:
+    """Collects ``span -> sections`` for every target, then paints the segments."""
+
+    def __init__(self, path: str, source: str, result: FileResult) -> None:
+        self.path = path
+        self.lines = split_lines(source)
+        self.source = _parse(source, path)
+        self.result = result
+        # span -> its sections (insertion-ordered, deduplicated): one per target view.
+        self.sections: dict[_Span, dict[str, None]] = {}
+        # (target name, span): something target-specific already covers the span.
+        self.claimed: set[tuple[str, _Span]] = set()
+        self.classes = sorted(self.source.classes.values(), key=lambda c: c.first_line)
+
+    def run(self) -> None:
+        for target in self.result.targets:
+            try:
+                self._target_line(target)
+                if target.signature is not None:
+                    _TargetView(self, target, target.signature).build()
+            except Exception:  # one odd target must not cost the others their hovers
+                log.exception("hover index: target %s of %s skipped", target.name, self.path)
+
+    # -- spans (UTF-8 bytes -> UTF-16) ------------------------------------------------
+
+    def column(self, line0: int, byte_column: int) -> int:
+        text = self.lines[line0]
+        if text.isascii():
+            return max(0, min(byte_column, len(text)))
+        return byte_column_to_units(text, byte_column, UTF16)
+
+    def extent(self, line0: int) -> tuple[int, int] | None:
+        """The line without its indentation and trailing blanks, in UTF-16."""
+        if not 0 <= line0 < len(self.lines):
+            return None
+        text = self.lines[line0]
+        stripped = text.strip()
+        if not stripped:
+            return None
+        start = len(text) - len(text.lstrip())
+        if text.isascii():
+            return start, start + len(stripped)
+        lead = units(text[:start], UTF16)
+        return lead, lead + units(stripped, UTF16)
+
+    def spans(self, where: SourceLine | None) -> list[_Span]:
+        """A source range as per-line spans; no end means to the end of the first line."""
+        if where is None or not 0 < where.line <= len(self.lines):
+            return []
+        first = where.line - 1
+        last = first if where.end_line is None else min(max(where.end_line - 1, first), len(self.lines) - 1)
+        out: list[_Span] = []
+        for line0 in range(first, last + 1):
+            ext = self.extent(line0)
+            if ext is None:
+                continue
+            lo, hi = ext
+            if line0 == first:
+                lo = self.column(line0, where.column - 1)
+            if line0 == last and where.end_line is not None and where.end_column is not None and where.end_line - 1 == last:
+                hi = self.column(line0, where.end_column - 1)
+            if lo < hi:
+                out.append(_Span(line0, lo, hi))
+        return out
+
+    def word(self, where: SourceLine, name: str) -> list[_Span]:
+        """``name`` written at ``where`` (a parameter's name without its annotation)."""
+        line0 = where.line - 1
+        if not 0 <= line0 < len(self.lines):
+            return []
+        start = where.column - 1
+        raw = self.lines[line0].encode("utf-8", errors="surrogatepass")
+        size = len(name.encode("utf-8"))
+        if raw[start : start + size] != name.encode("utf-8"):
+            return self.spans(where)  # spelled differently (NFKC): the whole node
+        lo, hi = self.column(line0, start), self.column(line0, start + size)
+        return [_Span(line0, lo, hi)] if lo < hi else []
+
+    def whole_line(self, line: int) -> list[_Span]:
+        ext = self.extent(line - 1)
+        return [_Span(line - 1, *ext)] if ext is not None else []
+
+    def add(self, spans: Iterable[_Span], target: str, text: str) -> None:
+        for span in spans:
+            self.sections.setdefault(span, {})[text] = None
+            self.claimed.add((target, span))
+
+    # -- the target's own line ----------------------------------------------------
+
+    def target_text(self, target: TargetResult) -> str:
+        return md.target_hover(target, self._errors_of(target))
+
+    def _target_line(self, target: TargetResult) -> None:
+        text = self.target_text(target)
+        lines = [target.line]
+        owner = self._defined_at(target.line)
+        if owner is not None:  # decorators belong to the declaration
+            lines = list(range(owner[0], target.line + 1))
+        for line in lines:
+            self.add(self.whole_line(line), target.name, text)
+
+    def _errors_of(self, target: TargetResult) -> list[Diagnostic]:
+        errors = [d for d in self.result.diagnostics if d.severity == "error"]
+        own = [d for d in errors if d.target == target.name]
+        if own or target.status == "ok":
+            return own
+        return [d for d in errors if d.target is None]  # an import error fails every target
+
+    def _defined_at(self, line: int) -> tuple[int, int] | None:
+        """(first line with decorators, def line) of the class or function defined at ``line``."""
+        for c in self.classes:
+            if c.where.line == line:
+                return c.first_line, line
+        for f in _all_functions(self.source):
+            if f.where.line == line:
+                return f.first_line, line
+        return None
+
+    def innermost_class(self, line: int) -> ClassInfo | None:
+        best: ClassInfo | None = None
+        for c in self.classes:
+            if c.first_line <= line <= c.last_line:
+                best = c  # sorted by first line: a later match is nested deeper
+        return best
+
+    # -- painting ----------------------------------------------------------------------
+
+    def segments(self) -> dict[int, _Segments]:
+        by_line: dict[int, list[tuple[_Span, HoverText]]] = {}
+        for span, sections in self.sections.items():
+            hover = HoverText(md.join_sections(list(sections)), span.line, span.start, span.end)
+            by_line.setdefault(span.line, []).append((span, hover))
+        return {line: _paint(anchors) for line, anchors in by_line.items()}
+
+
+def _paint(anchors: Sequence[tuple[_Span, HoverText]]) -> _Segments:
+    """Overlapping anchors as disjoint segments; the narrowest anchor wins each piece."""
+    bounds = sorted({s.start for s, _ in anchors} | {s.end for s, _ in anchors})
+    starts: list[int] = []
+    ends: list[int] = []
+    hovers: list[HoverText] = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        best: tuple[_Span, HoverText] | None = None
+        for span, hover in anchors:
+            if span.start <= lo and hi <= span.end:
+                if best is None or (span.end - span.start, -span.start) < (best[0].end - best[0].start, -best[0].start):
+                    best = (span, hover)
+        if best is None:
+            continue
+        if hovers and ends[-1] == lo and hovers[-1] is best[1]:
+            ends[-1] = hi
+            continue
+        starts.append(lo)
+        ends.append(hi)
+        hovers.append(best[1])
+    return _Segments(starts, ends, hovers)
+
+
+def _parse(source: str, path: str) -> SourceIndex:
+    try:
+        return SourceIndex.build(source, path)
+    except Exception:  # RecursionError on absurd nesting, ...: hover what the result says
+        return SourceIndex(path=path, text=source)
+
+
+def _all_functions(index: SourceIndex) -> Iterable[FunctionInfo]:
+    yield from index.functions.values()
+    for c in index.classes.values():
+        yield from c.methods.values()
+
+
+class _TargetView:
+    """What one exported target says about the places in the file."""
+
+    def __init__(self, builder: _Builder, target: TargetResult, sig: Signature) -> None:
+        self.b = builder
+        self.target = target
+        self.sig = sig
+        self.name = target.name
+        self.index = builder.source
+        self.state = _State(sig)
+
+    def build(self) -> None:
+        forwards = self._root_forwards()
+        roots = {id(c) for c in (self._class_of(f) for f in forwards) if c is not None}
+        declared = next((c for c in self.b.classes if c.where.line == self.target.line), None)
+        if declared is not None:
+            roots.add(id(declared))
+        for c in self.b.classes:
+            if id(c) in roots and c.where.line != self.target.line:
+                # A factory's module class: its `class` line is the target's too.
+                self.b.add(self.b.whole_line(c.where.line), self.name, self.b.target_text(self.target))
+        for f in forwards:
+            self._forward_arguments(f)
+            self._returns(f)
+        for c in self._owned_classes(declared):
+            self._attributes(c, is_root=id(c) in roots)
+        self._mutations()
+        self._leftovers()
+
+    # -- which code is this target's ------------------------------------------------
+
+    def _spec_lines(self) -> set[int]:
+        return {s.source.line for s in (*self.sig.inputs, *self.sig.outputs) if s.source is not None}
+
+    def _owned_classes(self, declared: ClassInfo | None) -> list[ClassInfo]:
+        owned: dict[int, ClassInfo] = {}
+        for line in sorted(self._spec_lines()):
+            c = self.b.innermost_class(line)
+            if c is not None:
+                owned[id(c)] = c
+        if declared is not None:
+            owned[id(declared)] = declared
+        return list(owned.values())
+
+    def _class_of(self, f: FunctionInfo) -> ClassInfo | None:
+        return next((c for c in self.b.classes if any(m is f for m in c.methods.values())), None)
+
+    def _user_inputs(self) -> list[InputSpec]:
+        return [s for s in self.sig.inputs if s.kind == "USER_INPUT"]
+
+    def _root_forwards(self) -> list[FunctionInfo]:
+        """The exported ``forward``: where user inputs' parameters and outputs' returns are."""
+        found: dict[int, FunctionInfo] = {}
+        starts = {(s.source.line, s.source.column) for s in self._user_inputs() if s.source is not None}
+        for f in _all_functions(self.index):
+            if any((p.line, p.column) in starts for p in f.params.values()):
+                found[id(f)] = f
+        for s in self.sig.outputs:
+            if s.kind in _RESULT_OUTPUTS and s.source is not None:
+                f = self.index.enclosing_function(s.source.line)
+                if f is not None and any(_same_start(r, s.source) for r in f.returns):
+                    found[id(f)] = f
+        if not found:  # no lines at all: the forward of the target's own class
+            declared = next((c for c in self.b.classes if c.where.line == self.target.line), None)
+            if declared is not None and "forward" in declared.methods:
+                found[0] = declared.methods["forward"]
+        return list(found.values())
+
+    # -- forward arguments ------------------------------------------------------------
+
+    def _forward_arguments(self, f: FunctionInfo) -> None:
+        users = self._user_inputs()
+        params = list(f.params.items())[1:] if self._class_of(f) is not None else list(f.params.items())
+        for pname, where in params:
+            specs = [s for s in users if _same_start(s.source, where)]
+            if not specs:  # no source recorded: torch names the placeholder after the parameter
+                specs = [s for s in users if s.source is None and _param_of(s.arg.name, params) == pname]
+            if not specs:
+                continue
+            names = {s.arg.name for s in specs}
+            mutations = [o for o in self.sig.outputs if _names_user_input(o) and o.target in names]
+            text = md.section(f"**{pname}** · forward argument · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
+            spans = self.b.word(where, pname) + self.b.spans(where)
+            limit = f.rebound_at.get(pname)
+            for use in f.name_uses.get(pname, []):
+                if limit is None or (use.line, use.column) < limit:
+                    spans += self.b.spans(use)
+            self.b.add(spans, self.name, text)
+
+    # -- returns ------------------------------------------------------------------------
+
+    def _returns(self, f: FunctionInfo) -> None:
+        results = [o for o in self.sig.outputs if o.kind in _RESULT_OUTPUTS or o.kind not in OUTPUT_KINDS and o.target is None]
+        for ret in f.returns:
+            mine = [o for o in results if _same_start(o.source, ret)]
+            title = f"**return** · {md.code(self.name)}"
+            if mine:
+                text = md.section(title, mine, self.sig.ranges)
+            else:
+                note = "Export did not trace this `return`; the program's outputs:"
+                text = md.section(title, results, self.sig.ranges, note)
+            self.b.add(self.b.spans(ret), self.name, text)
+
+    # -- attributes -----------------------------------------------------------------------
+
+    def _prefixes(self, c: ClassInfo) -> set[str]:
+        """Where instances of ``c`` sit in the root module (``blocks.0.``), read off the
+        specs whose source is one of ``c``'s attribute definitions."""
+        out: set[str] = set()
+        for attr, where in c.attributes.items():
+            for s in self.state.by_source.get((where.line, where.column), []):
+                parts = (s.target or "").split(".")
+                if attr in parts:
+                    k = len(parts) - 1 - parts[::-1].index(attr)
+                    out.add("".join(p + "." for p in parts[:k]))
+        return out
+
+    def _attributes(self, c: ClassInfo, *, is_root: bool) -> None:
+        prefixes = self._prefixes(c) | ({""} if is_root else set())
+        names = dict.fromkeys([*c.attributes, *c.self_uses, *c.registered_names])
+        for attr in names:
+            specs = self._attribute_specs(c, attr, prefixes)
+            if not specs:
+                continue
+            targets = {s.target for s in specs if s.target is not None}
+            mutations = [o for o in self.sig.outputs if _names_state(o) and o.target in targets]
+            text = md.section(f"**self.{attr}** · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
+            spans: list[_Span] = []
+            for use in c.self_uses.get(attr, []):
+                spans += self.b.spans(use)
+            for literal in c.registered_names.get(attr, []):
+                spans += self.b.spans(literal)
+            spans += self.b.spans(c.attributes.get(attr))
+            self.b.add(spans, self.name, text)
+
+    def _attribute_specs(self, c: ClassInfo, attr: str, prefixes: set[str]) -> list[InputSpec]:
+        where = c.attributes.get(attr)
+        found: dict[int, InputSpec] = {}
+        if where is not None:
+            found.update((id(s), s) for s in self.state.by_source.get((where.line, where.column), []))
+        for prefix in prefixes:
+            found.update((id(s), s) for s in self.state.by_path.get(prefix + attr, []))
+        if found or prefixes:
+            return sorted(found.values(), key=lambda s: self.state.order[id(s)])
+        # Nothing places this class in the module tree (its specs come from a deeper
+        # class's definitions): any instance path that passes through `attr`.
+        return self.state.by_inner.get(attr, [])
+
+    # -- mutations ------------------------------------------------------------------------
+
+    def _mutations(self) -> None:
+        groups: dict[tuple[int, int, int | None, int | None], list[OutputSpec]] = {}
+        for o in self.sig.outputs:
+            if o.source is not None and not (o.kind in _RESULT_OUTPUTS or (o.kind not in OUTPUT_KINDS and o.target is None)):
+                groups.setdefault(_key(o.source), []).append(o)
+        for outs in groups.values():
+            where = outs[0].source
+            assert where is not None
+            targets = {o.target for o in outs}
+            mutated = [
+                s for s in self.sig.inputs
+                if (s.kind == "USER_INPUT" and s.arg.name in targets) or (s.kind != "USER_INPUT" and s.target in targets)
+            ]
+            text = md.section(f"**in-place update** · {md.code(self.name)}", [*outs, *mutated], self.sig.ranges)
+            self.b.add(self.b.spans(where) + self.b.whole_line(where.line), self.name, text)
+
+    # -- anything else with a line --------------------------------------------------------
+
+    def _leftovers(self) -> None:
+        """Specs whose line no anchor above covers (broken source, unusual code): the
+        spec's own range shows the specs that share it."""
+        groups: dict[tuple[int, int, int | None, int | None], list[InputSpec | OutputSpec]] = {}
+        for s in (*self.sig.inputs, *self.sig.outputs):
+            if s.source is not None:
+                groups.setdefault(_key(s.source), []).append(s)
+        for specs in groups.values():
+            where = specs[0].source
+            assert where is not None
+            spans = [sp for sp in self.b.spans(where) if (self.name, sp) not in self.b.claimed]
+            if spans:
+                text = md.section(f"**line {where.line}** · {md.code(self.name)}", specs, self.sig.ranges)
+                self.b.add(spans, self.name, text)
+
+
+class _State:
+    """A signature's state inputs (parameters, buffers, constants, unknown kinds with a
+    target) indexed the ways attribute hovers look them up."""
+
+    def __init__(self, sig: Signature) -> None:
+        state = [s for s in sig.inputs if s.kind != "USER_INPUT" and (s.target is not None or s.source is not None)]
+        self.order = {id(s): i for i, s in enumerate(state)}
+        # "blocks.0" -> every spec at or below that module path.
+        self.by_path: dict[str, list[InputSpec]] = {}
+        # (line, column) of the definition a spec comes from -> those specs.
+        self.by_source: dict[tuple[int, int], list[InputSpec]] = {}
+        # A module name on the path below the root, above the leaf -> specs under it.
+        self.by_inner: dict[str, list[InputSpec]] = {}
+        for s in state:
+            if s.source is not None:
+                self.by_source.setdefault((s.source.line, s.source.column), []).append(s)
+            if s.target is None:
+                continue
+            parts = s.target.split(".")
+            for k in range(1, len(parts) + 1):
+                self.by_path.setdefault(".".join(parts[:k]), []).append(s)
+            for name in dict.fromkeys(parts[1:-1]):
+                self.by_inner.setdefault(name, []).append(s)
+
+
+def _names_user_input(o: OutputSpec) -> bool:
+    return o.kind in _USER_INPUT_OUTPUTS or (o.kind not in OUTPUT_KINDS and o.target is not None)
+
+
+def _names_state(o: OutputSpec) -> bool:
+    return o.kind in _STATE_OUTPUTS or (o.kind not in OUTPUT_KINDS and o.target is not None)
+
+
+def _param_of(arg_name: str, params: Sequence[tuple[str, SourceLine]]) -> str | None:
+    """``x_0_1`` -> ``x``: the longest parameter that prefixes a placeholder name."""
+    best: str | None = None
+    for p, _ in params:
+        if (arg_name == p or arg_name.startswith(p + "_")) and (best is None or len(p) > len(best)):
+            best = p
+    return best

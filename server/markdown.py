@@ -1,0 +1,172 @@
+"""Hover text: signature specs as markdown that reads well in VS Code and Neovim.
+
+Neovim renders hover markdown in a plain float (no pipe tables), so every table is
+an aligned fenced ``text`` block and everything else is a bold first line and short
+paragraphs. Specs are printed exactly as ``print(ep.graph_signature)`` prints them
+(``b_steps: BUFFER target='steps' persistent=True``) followed by the tensor's
+``dtype[shape] device``; symbolic dimensions get their ranges underneath.
+
+Pure string building, torch-free; unknown kinds are just strings and print as is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import TypeAlias
+
+from exportlens.core.results import Diagnostic, TargetResult
+from exportlens.core.signature import InputSpec, OutputSpec, Signature
+
+Spec: TypeAlias = InputSpec | OutputSpec
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BACKTICKS = re.compile(r"`+")
+
+
+def code(text: str) -> str:
+    """``text`` as an inline code span, whatever backticks it holds."""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fence(lines: Sequence[str]) -> str:
+    """A fenced ``text`` block; the fence outgrows any backtick run inside."""
+    longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return "\n".join([f"{ticks}text", *lines, ticks])
+
+
+def torch_text(spec: Spec) -> str:
+    """One line of ``print(ep.graph_signature)``: ``name: KIND target='t' persistent=B``."""
+    target = "" if spec.target is None else f" target='{spec.target}'"
+    persistent = ""
+    if isinstance(spec, InputSpec) and spec.persistent is not None:
+        persistent = f" persistent={spec.persistent}"
+    return f"{spec.arg.name}: {spec.kind}{target}{persistent}"
+
+
+def value_text(spec: Spec) -> str:
+    """What the argument holds: ``float32[s0, 3] cpu``, ``= 2``, ``symint s0``, ..."""
+    arg = spec.arg
+    if arg.meta is not None:
+        dims = ", ".join(str(d) for d in arg.meta.shape)
+        return f"{arg.meta.dtype}[{dims}] {arg.meta.device}"
+    if arg.kind == "constant":
+        return f"= {arg.value!r}"
+    if arg.kind in ("symint", "symfloat", "symbool") and arg.value is not None:
+        return f"{arg.kind} {arg.value}"
+    if arg.kind == "custom_obj":
+        return f"custom_obj {arg.class_fqn or '?'}"
+    return arg.kind
+
+
+def symbols(specs: Iterable[Spec]) -> list[str]:
+    """The symbols (``s0``) the specs' shapes and symbolic values mention, in order."""
+    seen: dict[str, None] = {}
+    for spec in specs:
+        texts: list[str] = []
+        if spec.arg.meta is not None:
+            texts = [d for d in spec.arg.meta.shape if isinstance(d, str)]
+        elif spec.arg.kind.startswith("sym") and isinstance(spec.arg.value, str):
+            texts = [spec.arg.value]
+        for text in texts:
+            for name in _SYMBOL.findall(text):
+                seen.setdefault(name, None)
+    return list(seen)
+
+
+def _bound(value: int | None, sign: str) -> str:
+    return f"{sign}∞" if value is None else str(value)
+
+
+def _range_line(name: str, bounds: tuple[int | None, int | None]) -> str:
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):  # a malformed payload still displays
+        return f"{name} ∈ {bounds!r}"
+    return f"{name} ∈ [{_bound(lo, '-')}, {_bound(hi, '')}]"
+
+
+def range_lines(specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]]) -> list[str]:
+    """``s0 ∈ [2, 1024]`` for each symbol the specs use that has a known range."""
+    return [_range_line(name, ranges[name]) for name in symbols(specs) if name in ranges]
+
+
+def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False) -> list[str]:
+    """Aligned rows: torch's text, the value, and optionally the source line."""
+    cells = [[torch_text(s), value_text(s)] for s in specs]
+    if with_lines:
+        for row, s in zip(cells, specs, strict=True):
+            row.append(f"line {s.source.line}" if s.source is not None else "")
+    if not cells:
+        return []
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+
+
+def specs_block(specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]]) -> str:
+    """A fenced table of some specs, with the ranges of the symbols they use."""
+    lines = spec_rows(specs)
+    extra = range_lines(specs, ranges)
+    if extra:
+        lines += ["", *extra]
+    return fence(lines)
+
+
+def section(title: str, specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]], note: str = "") -> str:
+    """A bold title, an optional note, and the specs' table."""
+    parts = [title]
+    if note:
+        parts.append(note)
+    if specs:
+        parts.append(specs_block(specs, ranges))
+    return "\n\n".join(parts)
+
+
+def signature_block(sig: Signature) -> str:
+    """The whole signature in torch's order, ``# inputs`` / ``# outputs`` as torch prints it."""
+    rows = spec_rows([*sig.inputs, *sig.outputs], with_lines=True)
+    n = len(sig.inputs)
+    lines = ["# inputs", *rows[:n], "", "# outputs", *rows[n:]]
+    if sig.ranges:
+        lines += ["", "# ranges", *(_range_line(name, r) for name, r in sig.ranges.items())]
+    return fence(lines)
+
+
+def target_title(target: TargetResult) -> str:
+    if target.status == "ok":
+        took = f" in {target.export_ms:.0f} ms" if target.export_ms is not None else ""
+        return f"**{target.name}** · export ok{took}"
+    took = f" after {target.export_ms:.0f} ms" if target.export_ms is not None else ""
+    return f"**{target.name}** · export {target.status}{took}"
+
+
+def diagnostic_text(d: Diagnostic) -> str:
+    """A diagnostic's code and line in bold, its first line as a paragraph, the rest fenced."""
+    first, _, rest = d.message.partition("\n")
+    text = f"**{code(d.code)}** line {d.line}: {first}"
+    more = [line.rstrip() for line in rest.splitlines()]
+    while more and not more[-1]:
+        more.pop()
+    if more:
+        text += "\n\n" + fence(more)
+    return text
+
+
+def target_hover(target: TargetResult, errors: Sequence[Diagnostic]) -> str:
+    """The target line's hover: status and time, the whole signature or the errors."""
+    parts = [target_title(target)]
+    if target.signature is not None:
+        parts.append(signature_block(target.signature))
+    elif target.status == "ok":
+        parts.append("No signature was recorded for this target.")
+    parts.extend(diagnostic_text(d) for d in errors)
+    return "\n\n".join(parts)
+
+
+def join_sections(sections: Sequence[str]) -> str:
+    """Several targets' views of one place, separated by rules."""
+    return "\n\n---\n\n".join(sections)

@@ -1,0 +1,39 @@
+"""What the server knows about one open document."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types
+
+from exportlens.core.results import FileResult
+
+
+@dataclass
+class DocumentState:
+    uri: str
+    path: str
+    version: int | None = None
+    # The last result published for this document, and what it was made from.
+    result: FileResult | None = None
+    result_lines: list[str] = field(default_factory=list)
+    result_version: int | None = None
+    result_id: str | None = None  # for pull diagnostics: changes with every publish
+    published: list[types.Diagnostic] = field(default_factory=list)
+    from_cache: bool = False
+    # The hover index for ``result``, built off the hot path; None until built.
+    index: Any = None
+    index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
+    declares: bool = False  # the buffer declares targets (else nothing is exported)
+    failure: str | None = None  # the last export's own failure (not a diagnostic), for status
+
+    @property
+    def targets(self) -> list[dict[str, Any]]:
+        if self.result is None:
+            return []
+        return [
+            {"name": t.name, "line": t.line, "status": t.status, "export_ms": t.export_ms}
+            for t in self.result.targets
+        ]

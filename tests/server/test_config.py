@@ -1,0 +1,83 @@
+"""Settings: defaults, both spellings, bad values reported and replaced by defaults."""
+
+from __future__ import annotations
+
+from exportlens.server.config import ProjectSettings, Settings, limits_for, merge, parse, section_of
+
+
+def test_defaults() -> None:
+    settings, problems = parse({})
+    assert problems == []
+    assert settings == Settings()
+    assert (settings.debounce_ms, settings.timeout_s, settings.memory_mb, settings.workers) == (300, 120.0, 8192, 1)
+    assert settings.cache and not settings.strict and settings.cache_dir is None
+
+
+def test_nested_or_flat_sections() -> None:
+    assert section_of({"exportlens": {"debounce_ms": 5}}) == {"debounce_ms": 5}
+    assert section_of({"debounce_ms": 5}) == {"debounce_ms": 5}
+    assert section_of(None) == {} and section_of("junk") == {}
+
+
+def test_values_and_camel_case() -> None:
+    settings, problems = parse({"debounceMs": 50, "timeout_s": 3, "memoryMb": 1024, "workers": 2.0, "cache": False, "strict": True})
+    assert problems == []
+    assert (settings.debounce_ms, settings.timeout_s, settings.memory_mb, settings.workers) == (50, 3.0, 1024, 2)
+    assert not settings.cache and settings.strict
+    assert settings.explicit == {"debounce_ms", "timeout_s", "memory_mb", "workers", "cache", "strict"}
+
+
+def test_bad_values_fall_back_to_defaults_with_one_message_each() -> None:
+    settings, problems = parse({"timeout_s": "soon", "debounce_ms": -5, "workers": True, "cache": "yes", "colour": "red"})
+    assert (settings.timeout_s, settings.debounce_ms, settings.workers, settings.cache) == (120.0, 300, 1, True)
+    assert len(problems) == 5
+    for name in ("exportlens.timeout_s", "exportlens.debounce_ms", "exportlens.workers", "exportlens.cache", "exportlens.colour"):
+        assert sum(p.startswith(name + ":") for p in problems) == 1, (name, problems)
+    assert "'soon'" in problems[0] and "120.0" in problems[0]
+    assert settings.explicit == frozenset()
+
+
+def test_not_a_map() -> None:
+    settings, problems = parse(["debounce_ms"])
+    assert settings == Settings() and len(problems) == 1
+
+
+def test_diagnostics_map_and_list() -> None:
+    by_map, problems = parse({"diagnostics": {"mutation/buffer": False, "timeout": True, "nonsense": False}})
+    assert by_map.diagnostics.disabled == {"mutation/buffer"}
+    assert len(problems) == 1 and "nonsense" in problems[0]
+    by_list, problems = parse({"diagnostics": ["mutation/buffer", "mutation/user-input"]})
+    assert problems == [] and not by_list.diagnostics.enabled("mutation/user-input")
+    assert by_list.diagnostics.enabled("eager-error")
+    wrapped, _ = parse({"diagnostics": {"disabled": ["timeout"]}})
+    assert wrapped.diagnostics.disabled == {"timeout"}
+    bad, problems = parse({"diagnostics": 3})
+    assert bad.diagnostics.disabled == frozenset() and len(problems) == 1
+
+
+def test_none_means_default_without_complaint() -> None:
+    settings, problems = parse({"cache_dir": None, "timeout_s": None})
+    assert problems == [] and settings == Settings()
+
+
+def test_merge_later_wins() -> None:
+    assert merge({"a": 1, "b": 2}, {"b": 3}) == {"a": 1, "b": 3}
+
+
+def test_pyproject_gives_way_to_explicit_editor_settings() -> None:
+    project = ProjectSettings(timeout_s=10, memory_mb=2048, strict=True)
+    defaults, _ = parse({})
+    limits, strict = limits_for(defaults, project)
+    assert (limits.timeout_s, limits.memory_mb, strict) == (10, 2048, True)
+    explicit, _ = parse({"timeout_s": 3})
+    limits, strict = limits_for(explicit, project)
+    assert (limits.timeout_s, limits.memory_mb, strict) == (3, 2048, True)
+    limits, strict = limits_for(explicit, ProjectSettings())
+    assert (limits.timeout_s, limits.memory_mb, strict) == (3, 8192, False)
+
+
+def test_timeout_is_spelled_as_in_pyproject_and_the_vscode_extension() -> None:
+    settings, problems = parse({"timeout": 7.5, "memoryMb": 2048})
+    assert problems == []
+    assert (settings.timeout_s, settings.memory_mb) == (7.5, 2048)
+    assert "timeout_s" in settings.explicit

@@ -1,0 +1,105 @@
+"""Diagnostics mapping (core -> LSP) and the hover wiring, with no server process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lsprotocol import types
+
+from exportlens.core.results import Diagnostic, FileResult, Related
+from exportlens.server.features.diagnostics import SOURCE, docs_anchor, to_lsp
+from exportlens.server.features.hover import hover_at
+from exportlens.server.positions import UTF8, UTF16, split_lines
+from exportlens.server.state import DocumentState
+
+TEXT = 'class M:\n    def forward(self, x):\n        s = "€€"; self.steps.add_(1)\n        return x\n'
+LINES = split_lines(TEXT)
+
+
+def test_a_diagnostic_maps_to_utf16_with_code_link_and_target() -> None:
+    line = LINES[2]
+    start = len(line[: line.index("self.steps")].encode()) + 1  # 1-based byte column
+    end = len(line[: line.index(")") + 1].encode()) + 1
+    d = Diagnostic("mutation/buffer", "mutates", 3, start, 3, end, target="M")
+    lsp = to_lsp(d, LINES, "/m.py", UTF16)
+    assert lsp.range.start == types.Position(2, line.index("self.steps"))  # '€' is 1 UTF-16 unit, 3 bytes
+    assert lsp.range.end == types.Position(2, line.index(")") + 1)
+    assert (lsp.code, lsp.source, lsp.severity) == ("mutation/buffer", SOURCE, types.DiagnosticSeverity.Information)
+    assert lsp.code_description is not None and lsp.code_description.href == docs_anchor("mutation/buffer")
+    assert docs_anchor("mutation/buffer").endswith("#mutation-buffer")
+    assert lsp.data == {"target": "M"}
+    utf8 = to_lsp(d, LINES, "/m.py", UTF8)
+    assert utf8.range.start.character == start - 1
+
+
+def test_no_end_means_the_rest_of_the_line_and_column_one_skips_indentation() -> None:
+    lsp = to_lsp(Diagnostic("timeout", "slow", 4), LINES, "/m.py", UTF16)
+    assert lsp.range == types.Range(types.Position(3, 8), types.Position(3, len(LINES[3])))
+    assert lsp.severity == types.DiagnosticSeverity.Error
+
+
+def test_out_of_range_lines_clamp_to_the_document() -> None:
+    lsp = to_lsp(Diagnostic("import-error", "x", 99, 1), LINES, "/m.py", UTF16)
+    assert lsp.range.start.line == len(LINES) - 1
+
+
+def test_related_information_points_into_this_file_and_others() -> None:
+    related = (Related("/m.py", 2, "defined here", 5), Related("/other.py", 1, "Dim declared here"))
+    d = Diagnostic("constraint-violation", "violated", 3, 9, related=related)
+    lsp = to_lsp(d, LINES, "/m.py", UTF16, read=lambda path: ["batch = Dim('batch')"])
+    assert lsp.related_information is not None
+    [own, other] = lsp.related_information
+    assert own.location.uri == "file:///m.py" and own.location.range.start == types.Position(1, 4)
+    assert own.message == "defined here"
+    assert other.location.uri == "file:///other.py" and other.location.range.end.character == len("batch = Dim('batch')")
+
+
+@dataclass(frozen=True)
+class FakeHover:
+    markdown: str
+    line: int
+    start: int
+    end: int
+
+
+class FakeIndex:
+    """Answers on line 2 between the UTF-16 columns of ``self.steps``; records queries."""
+
+    def __init__(self) -> None:
+        self.queries: list[tuple[int, int]] = []
+        line = LINES[2]
+        self.start = line.index("self.steps")
+        self.end = self.start + len("self.steps")
+
+    def hover(self, line: int, character: int) -> FakeHover | None:
+        self.queries.append((line, character))
+        if line == 2 and self.start <= character < self.end:
+            return FakeHover("**steps**", 2, self.start, self.end)
+        return None
+
+
+def state_with(index: FakeIndex) -> DocumentState:
+    return DocumentState(uri="file:///m.py", path="/m.py", result=FileResult("/m.py"), result_lines=list(LINES), index=index)
+
+
+def test_hover_answers_from_the_index_and_converts_columns() -> None:
+    index = FakeIndex()
+    state = state_with(index)
+    byte_col = len(LINES[2][: index.start].encode())
+    hover = hover_at(state, LINES, types.Position(2, byte_col + 2), UTF8)  # the client counts UTF-8
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert hover.contents.kind == types.MarkupKind.Markdown and hover.contents.value == "**steps**"
+    assert index.queries == [(2, index.start + 2)]  # the index got UTF-16
+    assert hover.range is not None and hover.range.start == types.Position(2, byte_col)
+
+
+def test_hover_after_an_edit_only_on_unchanged_lines() -> None:
+    index = FakeIndex()
+    state = state_with(index)
+    shifted = ["# a new first line"] + LINES  # every line moved down by one
+    assert hover_at(state, shifted, types.Position(2, index.start), UTF16) is None
+    edited_elsewhere = list(LINES)
+    edited_elsewhere[0] = "class Renamed:"
+    assert hover_at(state, edited_elsewhere, types.Position(2, index.start), UTF16) is not None
+    assert hover_at(state, LINES, types.Position(40, 0), UTF16) is None
+    assert hover_at(DocumentState(uri="u", path="/m.py"), LINES, types.Position(2, index.start), UTF16) is None
