@@ -276,8 +276,9 @@ def statement_at(index: SourceIndex, line: int) -> SourceLine:
     text = index.line_text(line)
     if not text.strip():
         return SourceLine(line)
+    # Columns are UTF-8 bytes, as ast's (the indentation is ASCII whitespace).
     start = len(text) - len(text.lstrip()) + 1
-    return SourceLine(line, start, line, len(text.rstrip()) + 1)
+    return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1)
 
 
 def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tuple[SourceLine | None, tuple[Related, ...]]:
