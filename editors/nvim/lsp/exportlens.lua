@@ -1,0 +1,43 @@
+---@brief
+---
+--- https://github.com/exportlens/exportlens
+---
+--- exportlens: live `torch.export` feedback. The server exports every model a
+--- Python file declares (in warm worker processes) and shows export errors, banned
+--- mutations and the graph signature at your own lines: diagnostics (source
+--- `exportlens`, code = the contract code such as `data-dependent` or
+--- `mutation/buffer`) and `InputSpec`/`OutputSpec` hovers.
+---
+--- Install the server into the Python environment that has torch:
+--- ```sh
+--- pip install -e path/to/exportlens      # or: pip install exportlens
+--- ```
+--- Add `editors/nvim` of the repository to your 'runtimepath' (or use
+--- nvim-lspconfig >= 2, which merges `lsp/` configs from the runtimepath) and enable it:
+--- ```lua
+--- vim.lsp.enable('exportlens')
+--- ```
+--- The default command is `python3 -m exportlens serve`; point it at the interpreter
+--- of your project's environment when that is not the `python3` on $PATH:
+--- ```lua
+--- vim.lsp.config('exportlens', {
+---   cmd = { vim.fn.expand('~/proj/.venv/bin/python'), '-m', 'exportlens', 'serve' },
+---   settings = { exportlens = { debounceMs = 500, timeoutS = 60 } },
+--- })
+--- ```
+--- Settings (section `exportlens`, snake_case or camelCase): `debounceMs`, `timeoutS`,
+--- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `diagnostics` (a map of code
+--- to false, or a list of codes to hide). `timeoutS`, `memoryMb` and `strict` set here
+--- override `[tool.exportlens]` in pyproject.toml, so leave them unset to use the project's.
+--- Commands `:ExportlensReexport`, `:ExportlensShowGraph`, `:ExportlensClearCache`
+--- and `:checkhealth exportlens` come with the plugin; see `:help exportlens`.
+
+---@type vim.lsp.Config
+return {
+  cmd = { 'python3', '-m', 'exportlens', 'serve' },
+  filetypes = { 'python' },
+  root_markers = { 'pyproject.toml', '.git' },
+  -- Empty maps (not lists) so the server sees `{}` when nothing is configured.
+  init_options = { exportlens = vim.empty_dict() },
+  settings = { exportlens = vim.empty_dict() },
+}

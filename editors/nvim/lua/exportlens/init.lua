@@ -1,0 +1,131 @@
+--- The user commands' logic: run the server's `workspace/executeCommand` commands
+--- on the exportlens client attached to a buffer and show what they return.
+--- Everything is asynchronous (`Client:exec_cmd` with a handler): a re-export can
+--- take as long as the export itself and must not block the editor.
+
+local M = {}
+
+M.name = 'exportlens'
+
+local levels = vim.log.levels
+
+local function notify(message, level)
+  vim.notify('exportlens: ' .. message, level or levels.INFO)
+end
+
+--- The exportlens client attached to `bufnr` (0: current), or nil.
+---@param bufnr integer?
+---@return vim.lsp.Client?
+function M.client(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  return vim.lsp.get_clients({ bufnr = bufnr, name = M.name })[1]
+end
+
+--- Run server command `command` with `arguments` for `bufnr`; `on_result(result)`
+--- runs on success. Returns false (after saying why) when it cannot be sent.
+---@param command string
+---@param arguments any[]
+---@param bufnr integer?
+---@param on_result fun(result: any, client: vim.lsp.Client)
+---@return boolean
+function M.exec(command, arguments, bufnr, on_result)
+  if vim.fn.has('nvim-0.11') == 0 then
+    notify('these commands need Neovim 0.11 or newer', levels.ERROR)
+    return false
+  end
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local client = M.client(bufnr)
+  if client == nil then
+    local name = vim.api.nvim_buf_get_name(bufnr)
+    notify(
+      ('no exportlens language server is attached to %s; open a Python file of your project, '
+        .. 'and see :checkhealth exportlens if it does not start'):format(name ~= '' and vim.fn.fnamemodify(name, ':~:.') or 'this buffer'),
+      levels.WARN
+    )
+    return false
+  end
+  client:exec_cmd({ title = command, command = command, arguments = arguments }, { bufnr = bufnr }, function(err, result)
+    if err then
+      notify(('%s failed: %s'):format(command, err.message or vim.inspect(err)), levels.ERROR)
+      return
+    end
+    on_result(result, client)
+  end)
+  return true
+end
+
+--- One line for an `exportlens.status` result: "ok, 0 errors (Counter ok)".
+---@param status table
+---@return string
+function M.describe_status(status)
+  local targets = {}
+  for _, t in ipairs(type(status.targets) == 'table' and status.targets or {}) do
+    targets[#targets + 1] = ('%s %s'):format(t.name, t.status)
+  end
+  local errors = tonumber(status.errors) or 0
+  local text = ('%s, %d error%s'):format(tostring(status.state), errors, errors == 1 and '' or 's')
+  if #targets > 0 then
+    text = text .. ' (' .. table.concat(targets, ', ') .. ')'
+  end
+  return text
+end
+
+--- `:ExportlensReexport`: export the buffer again now, bypassing the cache.
+---@param bufnr integer?
+function M.reexport(bufnr)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  M.exec('exportlens.reexport', { vim.uri_from_bufnr(bufnr) }, bufnr, function(status)
+    notify('exported again: ' .. M.describe_status(type(status) == 'table' and status or {}))
+  end)
+end
+
+--- `:ExportlensClearCache`: empty the server's result cache.
+---@param bufnr integer?
+function M.clear_cache(bufnr)
+  M.exec('exportlens.clearCache', {}, bufnr, function(removed)
+    local n = tonumber(removed) or 0
+    notify(('removed %d cached result%s'):format(n, n == 1 and '' or 's'))
+  end)
+end
+
+--- `:ExportlensShowGraph [target]`: the exported graph in a read-only scratch buffer.
+---@param bufnr integer?
+---@param target string?
+function M.show_graph(bufnr, target)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local arguments = { vim.uri_from_bufnr(bufnr) }
+  if target ~= nil and target ~= '' then
+    arguments[2] = target
+  end
+  local source = vim.api.nvim_buf_get_name(bufnr)
+  M.exec('exportlens.showGraph', arguments, bufnr, function(text)
+    if type(text) ~= 'string' then
+      notify('the server returned no graph text', levels.ERROR)
+      return
+    end
+    require('exportlens.graph').open(source, arguments[2], text)
+  end)
+end
+
+--- Completion for `:ExportlensShowGraph`: the current buffer's target names.
+---@param arglead string
+---@return string[]
+function M.complete_targets(arglead)
+  local client = M.client(0)
+  if client == nil then
+    return {}
+  end
+  local params = { command = 'exportlens.status', arguments = { vim.uri_from_bufnr(0) } }
+  local response = client:request_sync('workspace/executeCommand', params, 1000, 0)
+  local names = {}
+  if response and response.result and type(response.result.targets) == 'table' then
+    for _, t in ipairs(response.result.targets) do
+      if type(t.name) == 'string' and vim.startswith(t.name, arglead) then
+        names[#names + 1] = t.name
+      end
+    end
+  end
+  return names
+end
+
+return M

@@ -1,0 +1,51 @@
+-- The init file of the Neovim editor tests (`nvim --headless --clean -u init.lua`).
+-- It does what a user's config does: put the plugin on the runtimepath, point the
+-- exportlens config at the project's interpreter and enable it. Then it adds spies
+-- (they record, then call the real handlers) and the harness's own folder.
+
+local plugin = assert(vim.env.EXPORTLENS_NVIM_PLUGIN, 'EXPORTLENS_NVIM_PLUGIN is not set')
+local here = vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2))
+
+vim.opt.runtimepath:prepend(plugin)
+vim.opt.runtimepath:append(here)
+vim.opt.swapfile = false
+vim.opt.shadafile = 'NONE'
+
+vim.lsp.config('exportlens', {
+  cmd = { assert(vim.env.EXPORTLENS_NVIM_PYTHON, 'EXPORTLENS_NVIM_PYTHON is not set'), '-m', 'exportlens', 'serve' },
+  -- A short debounce keeps the edit scenarios quick; the cache folder comes from
+  -- $EXPORTLENS_CACHE_DIR, which the server inherits.
+  init_options = { exportlens = { debounceMs = 100 } },
+  settings = { exportlens = { workers = 1 } },
+})
+vim.lsp.enable('exportlens')
+
+local harness = require('exportlens_test.harness')
+
+-- Every publishDiagnostics the client handles, with its version.
+local publish = vim.lsp.handlers['textDocument/publishDiagnostics']
+vim.lsp.handlers['textDocument/publishDiagnostics'] = function(err, params, ctx, config)
+  if params then
+    table.insert(harness.events.publishes, {
+      uri = params.uri,
+      version = params.version or vim.NIL,
+      count = #(params.diagnostics or {}),
+    })
+  end
+  return publish(err, params, ctx, config)
+end
+
+-- Every message the plugin (or Neovim) shows.
+local notify = vim.notify
+vim.notify = function(message, level, opts)
+  table.insert(harness.events.notifications, { message = tostring(message), level = level or vim.log.levels.INFO })
+  return notify(message, level, opts)
+end
+
+-- Every $/progress value the client receives (work-done progress while exporting).
+vim.api.nvim_create_autocmd('LspProgress', {
+  callback = function(ev)
+    local value = ev.data and ev.data.params and ev.data.params.value or {}
+    table.insert(harness.events.progress, { kind = value.kind, title = value.title or vim.NIL, message = value.message or vim.NIL })
+  end,
+})
