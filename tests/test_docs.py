@@ -1,0 +1,20 @@
+"""Every diagnostic code has a section in docs/diagnostics.md, where the editor's link points."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from exportlens.core.results import CODES
+from exportlens.server.features.diagnostics import DOCS_URL, docs_anchor
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "diagnostics.md"
+
+
+def test_every_code_has_its_anchor_and_heading() -> None:
+    text = DOCS.read_text()
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    for code, severity in CODES.items():
+        anchor = docs_anchor(code).removeprefix(DOCS_URL + "#")
+        assert anchor in anchors, code
+        assert f"## {code} ({severity})" in text, code
