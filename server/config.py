@@ -172,6 +172,8 @@ def parse(raw: Any) -> tuple[Settings, list[str]]:
     explicit: set[str] = set()
     for key, value in raw.items():
         name = _snake(str(key))
+        if value is None and (name in _PARSERS or name == "diagnostics"):
+            continue  # an unset value in the editor's settings means the default
         if name == "diagnostics":
             values["diagnostics"] = _diagnostics(value, problems)
             continue

@@ -81,3 +81,9 @@ def test_timeout_is_spelled_as_in_pyproject_and_the_vscode_extension() -> None:
     assert problems == []
     assert (settings.timeout_s, settings.memory_mb) == (7.5, 2048)
     assert "timeout_s" in settings.explicit
+
+
+def test_null_diagnostics_means_the_default_without_complaint() -> None:
+    settings, problems = parse({"diagnostics": None, "timeout": None, "cacheDir": None})
+    assert problems == []
+    assert settings == Settings()
