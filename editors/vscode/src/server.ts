@@ -1,0 +1,215 @@
+// Starting, stopping and restarting `python -m exportlens serve` behind a language
+// client. Restarts are queued so two (settings change + command) never interleave.
+import { Disposable, EventEmitter, LogOutputChannel, Uri, window, commands } from 'vscode';
+import {
+    DidChangeConfigurationNotification,
+    ExecuteCommandRequest,
+    LanguageClient,
+    LanguageClientOptions,
+    RevealOutputChannelOn,
+    ServerOptions,
+    State,
+} from 'vscode-languageclient/node';
+import { SECTION, firstFolder, homeDir, readInterpreterSetting, readServerSettings } from './config';
+import { checkImportable, fixMessage } from './importCheck';
+import { chooseInterpreter, describeChoice, settingIsSet } from './interpreterChoice';
+import { logError, logInfo, logWarn } from './log';
+import { pythonExtensionInterpreter } from './python';
+import { ServerSettings, didChangeConfigurationParams, initializationOptions } from './settings';
+
+/**
+ * Commands this extension registers itself (package.json). The server advertises some of
+ * the same ids in `executeCommandProvider`; the language client would register those as
+ * VS Code commands too and fail on the duplicate, so it skips these.
+ */
+const OWN_COMMANDS = new Set([
+    'exportlens.reexport',
+    'exportlens.showGraph',
+    'exportlens.clearCache',
+    'exportlens.restart',
+    'exportlens.showOutput',
+]);
+
+export class ServerController implements Disposable {
+    private client: LanguageClient | undefined;
+    private queue: Promise<void> = Promise.resolve();
+    private reportedProblems = new Set<string>();
+    private readonly changed = new EventEmitter<void>();
+    /** Fires when the server starts, stops or fails to start. */
+    readonly onDidChange = this.changed.event;
+    /** Why the server is not running, when it is not. */
+    downReason: string | undefined = 'The server has not started yet.';
+
+    constructor(private readonly channel: LogOutputChannel) {}
+
+    get running(): LanguageClient | undefined {
+        return this.client?.isRunning() ? this.client : undefined;
+    }
+
+    /** Stop the server if running, then start it with the current settings. */
+    restart(reason: string): Promise<void> {
+        this.queue = this.queue
+            .then(() => this.doRestart(reason))
+            .catch((error: unknown) => logError(`Restart failed: ${String(error)}`));
+        return this.queue;
+    }
+
+    /** `workspace/executeCommand`; rejects with a readable message when the server is down. */
+    async execute(command: string, args: unknown[]): Promise<unknown> {
+        const client = this.running;
+        if (client === undefined) {
+            throw new Error(`the exportlens server is not running (${this.downReason ?? 'unknown reason'})`);
+        }
+        return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+    }
+
+    async dispose(): Promise<void> {
+        await this.stop();
+        this.changed.dispose();
+    }
+
+    private setDown(reason: string | undefined): void {
+        this.downReason = reason;
+        this.changed.fire();
+    }
+
+    private async stop(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        if (client === undefined) {
+            return;
+        }
+        try {
+            if (client.needsStop()) {
+                await client.stop(5000);
+            }
+        } catch (error) {
+            logWarn(`Stopping the server: ${String(error)}`);
+        }
+        await client.dispose().catch(() => undefined);
+    }
+
+    private async doRestart(reason: string): Promise<void> {
+        logInfo(`(Re)starting the server: ${reason}`);
+        await this.stop();
+        this.setDown('The server is starting.');
+
+        const folder = firstFolder();
+        const setting = readInterpreterSetting();
+        const fromExtension = settingIsSet(setting) ? undefined : await pythonExtensionInterpreter(folder);
+        const choice = chooseInterpreter({
+            setting,
+            pythonExtension: fromExtension,
+            workspaceFolder: folder?.fsPath,
+            home: homeDir(),
+        });
+        logInfo(`Interpreter: ${describeChoice(choice)}`);
+
+        const check = await checkImportable(choice.command, folder?.fsPath);
+        if (!check.ok) {
+            const message = fixMessage(choice.command, check);
+            logError(message);
+            if (check.detail) {
+                logError(`Details: ${check.detail}`);
+            }
+            this.setDown(message);
+            void this.offerFix(message);
+            return;
+        }
+        logInfo(`exportlens ${check.version} is importable there`);
+
+        const client = this.createClient(choice.command, folder);
+        this.client = client;
+        client.onDidChangeState((event) => {
+            if (this.client !== client) {
+                return; // an old client stopping during a restart
+            }
+            if (event.newState === State.Running) {
+                logInfo('Server running');
+                this.setDown(undefined);
+            } else if (event.newState === State.Stopped) {
+                this.setDown('The server stopped; see the exportlens output.');
+            }
+        });
+        logInfo(`Starting: ${choice.command} -m exportlens serve (cwd ${folder?.fsPath ?? process.cwd()})`);
+        try {
+            await client.start();
+        } catch (error) {
+            const message = `exportlens: the server failed to start (${String(error)}). See the exportlens output.`;
+            logError(message);
+            this.setDown(message);
+            void this.offerFix(message);
+        }
+    }
+
+    private currentSettings(): ServerSettings {
+        const { settings, problems } = readServerSettings();
+        for (const problem of problems) {
+            logWarn(problem);
+            // Each distinct problem is shown once per session, not on every keystroke in settings.json.
+            if (!this.reportedProblems.has(problem)) {
+                this.reportedProblems.add(problem);
+                void window.showWarningMessage(problem);
+            }
+        }
+        return settings;
+    }
+
+    private createClient(python: string, folder: Uri | undefined): LanguageClient {
+        const serverOptions: ServerOptions = {
+            command: python,
+            args: ['-m', 'exportlens', 'serve'],
+            options: { cwd: folder?.fsPath, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+        };
+        const clientOptions: LanguageClientOptions = {
+            documentSelector: [{ scheme: 'file', language: 'python' }],
+            outputChannel: this.channel,
+            traceOutputChannel: this.channel,
+            revealOutputChannelOn: RevealOutputChannelOn.Never,
+            // A function: re-read on every start, including the client's own restart after a crash.
+            initializationOptions: () => initializationOptions(this.currentSettings()),
+            synchronize: { configurationSection: SECTION },
+            middleware: {
+                workspace: {
+                    // The client would send the raw VS Code section (with `interpreter`,
+                    // `trace` and unset defaults); send the mapped wire object instead.
+                    didChangeConfiguration: async () => {
+                        const params = didChangeConfigurationParams(this.currentSettings());
+                        await this.client?.sendNotification(DidChangeConfigurationNotification.type, params);
+                    },
+                    // `workspace/configuration` pulls get the same object.
+                    configuration: async (params, token, next) => {
+                        const answers = await next(params, token);
+                        if (!Array.isArray(answers)) {
+                            return answers;
+                        }
+                        return params.items.map((item, i) =>
+                            item.section === SECTION ? this.currentSettings() : answers[i],
+                        );
+                    },
+                },
+            },
+        };
+        const client = new LanguageClient('exportlens', 'exportlens', serverOptions, clientOptions);
+        skipOwnCommands(client);
+        return client;
+    }
+
+    private async offerFix(message: string): Promise<void> {
+        const choice = await window.showErrorMessage(message, 'Open Settings', 'Show Output');
+        if (choice === 'Open Settings') {
+            await commands.executeCommand('workbench.action.openSettings', 'exportlens.interpreter');
+        } else if (choice === 'Show Output') {
+            this.channel.show(true);
+        }
+    }
+}
+
+function skipOwnCommands(client: LanguageClient): void {
+    const feature = client.getFeature(ExecuteCommandRequest.method);
+    const register = feature.register.bind(feature);
+    feature.register = (data) => {
+        const commandIds = data.registerOptions.commands.filter((id) => !OWN_COMMANDS.has(id));
+        register({ ...data, registerOptions: { ...data.registerOptions, commands: commandIds } });
+    };
+}

@@ -1,0 +1,599 @@
+// Real-editor test: install the built .vsix into code-server, open model files in a
+// headless Chromium and read what a person would see: the exportlens output channel,
+// the Problems panel and the hover over a `forward` argument.
+//
+// Input: one JSON object in the EXPORTLENS_E2E environment variable (see `Config`).
+// Output: one JSON line on stdout, `{"ok": bool, "steps": [...], "problems": [...],
+// "hover": "...", "graph": "...", "statusBar": {...}, "output": "...", "screenshots": [...],
+// "error": "..."}`; progress on stderr.
+// Exit status 0 when every check passed.
+//
+// Config: {
+//   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
+//   vsix, python, workspaceFiles: [paths], artifacts: dir,
+//   mode: "plumbing" | "full" | "not-installed",  // plumbing: only the server start attempt;
+//                                                // not-installed: `python` lacks exportlens
+//   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
+//   hover: {file, line, column, expect},         // full: hover there must contain `expect`
+//   statusBar: {file: text},                     // full: the status item's text on each file
+//   graph: {file, expect: [strings]},            // full: "Show Exported Graph" on file shows these
+//   settingsChange: {settings, gone: {code}, kept: [{code, line}]},  // full: edit settings.json
+//   timeoutMs
+// }
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import { createRequire } from 'node:module';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
+const result = { ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [], output: '', screenshots: [], error: null };
+const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
+const started = Date.now();
+const step = (name) => {
+    const stamped = `${((Date.now() - started) / 1000).toFixed(1)}s ${name}`;
+    result.steps.push(stamped);
+    log(stamped);
+};
+const TIMEOUT = config.timeoutMs ?? 240_000; // exports: the first one starts a torch worker
+// Upper bound for a workbench element to appear; generous because CI shares 2 cores.
+const UI_WAIT = 90_000;
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const server = net.createServer();
+        server.unref();
+        server.on('error', reject);
+        server.listen(0, '127.0.0.1', () => {
+            const { port } = server.address();
+            server.close(() => resolve(port));
+        });
+    });
+}
+
+async function waitForHttp(url, child, deadlineMs) {
+    const end = Date.now() + deadlineMs;
+    while (Date.now() < end) {
+        if (child.exitCode !== null) {
+            throw new Error(`code-server exited with ${child.exitCode} before it answered`);
+        }
+        try {
+            const res = await fetch(url);
+            if (res.ok) {
+                return;
+            }
+        } catch {
+            // not listening yet
+        }
+        await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error(`code-server did not answer at ${url} within ${deadlineMs} ms`);
+}
+
+/** A fresh profile: workspace trust off (so the extension runs), no welcome page, no update checks. */
+function makeProfile(root) {
+    const userDataDir = path.join(root, 'user-data');
+    const extensionsDir = path.join(root, 'extensions');
+    const workspace = path.join(root, 'workspace');
+    const cacheDir = path.join(root, 'exportlens-cache');
+    for (const dir of [path.join(userDataDir, 'User'), extensionsDir, workspace, cacheDir]) {
+        fs.mkdirSync(dir, { recursive: true });
+    }
+    const settings = {
+        'security.workspace.trust.enabled': false,
+        'workbench.startupEditor': 'none',
+        'workbench.tips.enabled': false,
+        'workbench.enableExperiments': false,
+        'extensions.autoUpdate': false,
+        'extensions.autoCheckUpdates': false,
+        'extensions.ignoreRecommendations': true,
+        'update.mode': 'none',
+        'telemetry.telemetryLevel': 'off',
+        'chat.disableAIFeatures': true,
+        'editor.hover.delay': 100,
+        'workbench.secondarySideBar.defaultVisibility': 'hidden',
+        // Each opened model stays open (a preview tab would be replaced, closing its document).
+        'workbench.editor.enablePreview': false,
+        // The test types settings.json: no auto-closed brackets or quotes, no re-indent.
+        'editor.autoClosingBrackets': 'never',
+        'editor.autoClosingQuotes': 'never',
+        'editor.autoIndent': 'none',
+        'editor.formatOnType': false,
+        'exportlens.interpreter': config.python,
+        'exportlens.cacheDir': cacheDir,
+        // verbose: the log then holds each message's params, so the test can read exactly
+        // what initializationOptions and didChangeConfiguration carried.
+        'exportlens.trace.server': 'verbose',
+    };
+    fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
+    for (const file of config.workspaceFiles) {
+        fs.copyFileSync(file, path.join(workspace, path.basename(file)));
+    }
+    return { userDataDir, extensionsDir, workspace };
+}
+
+function codeServerEnv(root) {
+    // code-server writes its config, logs and state under XDG folders: keep them in the temp root.
+    return {
+        ...process.env,
+        PATH: `${path.dirname(config.node)}:${process.env.PATH}`,
+        XDG_CONFIG_HOME: path.join(root, 'xdg-config'),
+        XDG_DATA_HOME: path.join(root, 'xdg-data'),
+        // No marketplace: point the gallery at a closed loopback port instead of the internet.
+        EXTENSIONS_GALLERY: JSON.stringify({
+            serviceUrl: 'http://127.0.0.1:9/gallery',
+            itemUrl: 'http://127.0.0.1:9/items',
+            resourceUrlTemplate: 'http://127.0.0.1:9/resource/{publisher}/{name}/{version}/{path}',
+        }),
+    };
+}
+
+function installVsix(profile, env) {
+    step(`install ${path.basename(config.vsix)}`);
+    const proc = spawnSync(
+        config.node,
+        [
+            config.codeServer,
+            '--user-data-dir', profile.userDataDir,
+            '--extensions-dir', profile.extensionsDir,
+            '--install-extension', config.vsix,
+        ],
+        { env, encoding: 'utf8', timeout: 120_000 },
+    );
+    if (proc.status !== 0) {
+        throw new Error(`--install-extension failed (${proc.status}): ${proc.stdout}\n${proc.stderr}`);
+    }
+    const installed = fs.readdirSync(profile.extensionsDir).filter((d) => d.startsWith('exportlens.exportlens-'));
+    if (installed.length !== 1) {
+        throw new Error(`the extension is not in ${profile.extensionsDir}: ${fs.readdirSync(profile.extensionsDir)}`);
+    }
+}
+
+async function startCodeServer(profile, env, root) {
+    const port = await freePort();
+    step(`start code-server on 127.0.0.1:${port}`);
+    const logFile = fs.openSync(path.join(config.artifacts, 'code-server.log'), 'w');
+    const child = spawn(
+        config.node,
+        [
+            config.codeServer,
+            '--config', path.join(root, 'config.yaml'),
+            '--auth', 'none',
+            '--bind-addr', `127.0.0.1:${port}`,
+            '--user-data-dir', profile.userDataDir,
+            '--extensions-dir', profile.extensionsDir,
+            '--disable-telemetry',
+            '--disable-update-check',
+            '--disable-workspace-trust',
+            '--disable-getting-started-override',
+            profile.workspace,
+        ],
+        { env, stdio: ['ignore', logFile, logFile], detached: true },
+    );
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, child, 60_000);
+    return { child, port };
+}
+
+/** Stop code-server and its extension host (its own process group, nothing else). */
+async function stopProcessGroup(child) {
+    const signal = (sig) => {
+        try {
+            process.kill(-child.pid, sig);
+        } catch {
+            // already gone
+        }
+    };
+    if (child.exitCode !== null) {
+        return;
+    }
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    signal('SIGTERM');
+    const timer = setTimeout(() => signal('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+    // The language server is a child of the extension host: give it a moment to see
+    // its stdin close, then make sure nothing of the group is left.
+    await new Promise((r) => setTimeout(r, 1000));
+    signal('SIGKILL');
+}
+
+async function screenshot(page, name) {
+    const file = path.join(config.artifacts, name);
+    await page.screenshot({ path: file });
+    result.screenshots.push(file);
+}
+
+/** Run a command by its palette title (F1 opens the palette in code-server too). */
+async function runCommand(page, title) {
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await input.fill(`>${title}`);
+    const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first();
+    await row.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await page.keyboard.press('Enter');
+}
+
+async function openFile(page, name) {
+    step(`open ${name}`);
+    // A click in the Explorer, as a person would: no dependence on quick-open ranking.
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first();
+    await row.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await row.click();
+    await page
+        .locator('.tabs-container .tab.active', { hasText: name })
+        .first()
+        .waitFor({ state: 'visible', timeout: UI_WAIT });
+    await page.locator('.editor-instance .monaco-editor .view-lines').first().waitFor({ timeout: UI_WAIT });
+}
+
+/** The log file VS Code keeps for the "exportlens" LogOutputChannel, if written yet. */
+function findChannelLog(dir) {
+    if (!fs.existsSync(dir)) {
+        return undefined;
+    }
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name);
+        if (entry.isDirectory()) {
+            const found = findChannelLog(full);
+            if (found) {
+                return found;
+            }
+        } else if (entry.name === 'exportlens.log') {
+            return full;
+        }
+    }
+    return undefined;
+}
+
+/**
+ * The exportlens output channel's text. The panel only renders the lines in view, so
+ * the whole text is read from the log file behind the channel (same lines).
+ */
+async function outputText(page, profile) {
+    const file = findChannelLog(path.join(profile.userDataDir, 'logs'));
+    if (file) {
+        return fs.readFileSync(file, 'utf8');
+    }
+    return page.evaluate(() => {
+        const pane = document.querySelector('.output-view, [id="workbench.panel.output"]');
+        const lines = pane ? pane.querySelectorAll('.view-line') : [];
+        return Array.from(lines, (l) => l.textContent.replace(/\u00a0/g, ' ')).join('\n');
+    });
+}
+
+/** "exportlens: Show Output" must bring up the Output panel on the exportlens channel. */
+async function waitForOutputPanel(page) {
+    step('wait for the Output panel on the exportlens channel');
+    await page.locator('.part.panel .output-view').first().waitFor({ state: 'visible', timeout: UI_WAIT });
+    const select = page.locator('.part.panel select[aria-label="Switch Output"]').first();
+    const end = Date.now() + UI_WAIT;
+    while ((await select.inputValue().catch(() => '')) !== 'exportlens') {
+        if (Date.now() > end) {
+            throw new Error('the Output panel does not show the exportlens channel');
+        }
+        await page.waitForTimeout(250);
+    }
+}
+
+async function waitForOutput(page, profile, pattern, what) {
+    step(`wait for the output channel to show ${what}`);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await outputText(page, profile);
+        if (pattern.test(text)) {
+            result.output = text;
+            return text;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.output = text;
+    throw new Error(`the exportlens output never showed ${what}; it shows:\n${text}`);
+}
+
+/** Problems panel rows as text ("<message> <code> [Ln 10, Col 9]"). */
+async function problemRows(page) {
+    return page.evaluate(() =>
+        Array.from(document.querySelectorAll('.markers-panel .monaco-list-row'), (row) =>
+            (row.getAttribute('aria-label') ?? '') + ' || ' + row.textContent.replace(/\u00a0/g, ' '),
+        ),
+    );
+}
+
+async function waitForProblems(page) {
+    step(`wait for ${config.expectProblems.length} problems in the Problems panel`);
+    const end = Date.now() + TIMEOUT;
+    let missing = config.expectProblems;
+    let rows = [];
+    while (Date.now() < end) {
+        rows = await problemRows(page);
+        missing = config.expectProblems.filter(
+            (p) => !rows.some((r) => r.includes(p.code) && r.includes(`[Ln ${p.line}, Col `)),
+        );
+        if (missing.length === 0) {
+            result.problems = rows;
+            return;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.problems = rows;
+    throw new Error(`missing in the Problems panel: ${JSON.stringify(missing)}; rows: ${JSON.stringify(rows)}`);
+}
+
+async function hoverAt(page, hover) {
+    step(`hover ${hover.file}:${hover.line}:${hover.column}`);
+    await openFile(page, hover.file);
+    // Go to line:column puts the cursor on the argument; "Show or Focus Hover" then shows
+    // the same hover the mouse would, without depending on pixel positions.
+    await page.keyboard.press('Control+G');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await input.fill(`:${hover.line}:${hover.column}`);
+    await page.keyboard.press('Enter');
+    await input.waitFor({ state: 'hidden', timeout: UI_WAIT });
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        await runCommand(page, 'Show or Focus Hover');
+        const widget = page.locator('.monaco-hover:not(.hidden)').first();
+        try {
+            await widget.waitFor({ state: 'visible', timeout: 5_000 });
+            text = (await widget.innerText()).trim();
+        } catch {
+            text = '';
+        }
+        if (text.includes(hover.expect)) {
+            result.hover = text;
+            // The screenshot waits for the hover's fade-in to finish.
+            await page.waitForFunction(() => {
+                const el = document.querySelector('.monaco-hover:not(.hidden)');
+                return el !== null && el.getAnimations({ subtree: true }).every((a) => a.playState === 'finished');
+            }, undefined, { timeout: UI_WAIT });
+            return;
+        }
+        // Close the modal (its header's close button) so the workbench takes keys again.
+    const close = page.locator('.modal-editor-header .codicon-close, .modal-editor-part .codicon-close').first();
+    await close.click({ timeout: UI_WAIT });
+    await page.locator('.monaco-modal-editor-block').first().waitFor({ state: 'hidden', timeout: UI_WAIT });
+        await page.waitForTimeout(1000);
+    }
+    result.hover = text;
+    throw new Error(`the hover at ${hover.file}:${hover.line}:${hover.column} never showed ${hover.expect}; last: ${text}`);
+}
+
+/** The text of the exportlens status bar item ("" when hidden). */
+async function statusBarText(page) {
+    return page.evaluate(() => {
+        const items = Array.from(document.querySelectorAll('.statusbar-item'));
+        const ours = items.find((el) => /exportlens/.test(el.textContent ?? '') && el.offsetParent !== null);
+        return ours ? ours.textContent.replace(/\u00a0/g, ' ').trim() : '';
+    });
+}
+
+async function waitForStatusBar(page, file, expected) {
+    step(`wait for the status bar to read "${expected}" on ${file}`);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await statusBarText(page);
+        if (text === expected) {
+            result.statusBar[file] = text;
+            return;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.statusBar[file] = text;
+    throw new Error(`the status bar on ${file} reads "${text}", not "${expected}"`);
+}
+
+/** "Show Exported Graph" on the active file: a read-only tab with torch's graph text. */
+async function showGraph(page, graph) {
+    step(`show the exported graph of ${graph.file}`);
+    await runCommand(page, 'exportlens: Show Exported Graph');
+    const tab = page.locator('.tabs-container .tab.active', { hasText: `${graph.file} (all targets).graph` }).first();
+    await tab.waitFor({ state: 'visible', timeout: UI_WAIT });
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await page.evaluate(() => {
+            const editor = document.querySelector('.editor-group-container.active .monaco-editor .view-lines');
+            return editor ? Array.from(editor.querySelectorAll('.view-line'), (l) => l.textContent.replace(/\u00a0/g, ' ')).join('\n') : '';
+        });
+        if (graph.expect.every((e) => text.includes(e))) {
+            result.graph = text;
+            return;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.graph = text;
+    throw new Error(`the graph document lacks ${JSON.stringify(graph.expect)}; it shows:\n${text}`);
+}
+
+async function restartServer(page, profile) {
+    step('restart the server with the command');
+    const before = (await outputText(page, profile)).match(/Server running/g)?.length ?? 0;
+    await runCommand(page, 'exportlens: Restart Server');
+    const end = Date.now() + TIMEOUT;
+    while (Date.now() < end) {
+        const text = await outputText(page, profile);
+        if ((text.match(/Server running/g)?.length ?? 0) > before && /\(Re\)starting the server: restart command/.test(text)) {
+            result.output = text;
+            return;
+        }
+        await page.waitForTimeout(500);
+    }
+    throw new Error('the server did not come back after "exportlens: Restart Server"');
+}
+
+/** An interpreter without exportlens: an error notification with the fix, and the status item says so. */
+async function waitForNotInstalled(page) {
+    step('wait for the "not installed" notification');
+    const toast = page.locator('.notification-toast', { hasText: 'exportlens is not installed in' }).first();
+    await toast.waitFor({ state: 'visible', timeout: TIMEOUT });
+    result.notification = (await toast.innerText()).replace(/\s+/g, ' ').trim();
+    await waitForStatusBar(page, 'not-installed', 'exportlens: not running');
+    await screenshot(page, 'vscode-not-installed.png');
+}
+
+/**
+ * Edit the user settings file as a person would in settings.json: turn a diagnostic code
+ * off and set the worker count. The worker count restarts the server; the code switch
+ * reaches it through didChangeConfiguration and the row leaves the Problems panel.
+ */
+async function changeSettings(page, profile, change) {
+    step(`change settings: ${JSON.stringify(change.settings)}`);
+    const before = (await outputText(page, profile)).match(/Server running/g)?.length ?? 0;
+    const file = path.join(profile.userDataDir, 'User', 'settings.json');
+    const settings = JSON.parse(fs.readFileSync(file, 'utf8'));
+    // Through the editor: the workbench does not pick up outside writes to the file here.
+    // (VS Code 1.139 shows it in a modal editor, not a tab.)
+    await runCommand(page, 'Preferences: Open User Settings (JSON)');
+    const lines = page.locator('.monaco-editor .view-lines', { hasText: 'exportlens.trace.server' }).first();
+    await lines.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await lines.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.press('Delete');
+    // One line, and the profile turns auto-closing and auto-indent off: the text lands as is.
+    const wanted = JSON.stringify({ ...settings, ...change.settings });
+    await page.keyboard.insertText(wanted);
+    await page.keyboard.press('Control+S');
+    const saved = Date.now() + UI_WAIT;
+    while (!fs.readFileSync(file, 'utf8').includes(Object.keys(change.settings)[0])) {
+        if (Date.now() > saved) {
+            throw new Error(`settings.json was not saved: ${fs.readFileSync(file, 'utf8')}`);
+        }
+        await page.waitForTimeout(250);
+    }
+    if (JSON.stringify(JSON.parse(fs.readFileSync(file, 'utf8'))) !== wanted) {
+        throw new Error(`settings.json holds something else than was typed: ${fs.readFileSync(file, 'utf8')}`);
+    }
+    // Close the modal (its header's close button) so the workbench takes keys again.
+    const close = page.locator('.modal-editor-header .codicon-close, .modal-editor-part .codicon-close').first();
+    await close.click({ timeout: UI_WAIT });
+    await page.locator('.monaco-modal-editor-block').first().waitFor({ state: 'hidden', timeout: UI_WAIT });
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await outputText(page, profile);
+        if ((text.match(/Server running/g)?.length ?? 0) > before && text.includes('(Re)starting the server: settings changed')) {
+            break;
+        }
+        await page.waitForTimeout(500);
+    }
+    if (!text.includes('(Re)starting the server: settings changed')) {
+        throw new Error('changing exportlens.workers did not restart the server');
+    }
+    step(`wait for ${change.gone.code} to leave the Problems panel`);
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    let rows = [];
+    while (Date.now() < end) {
+        rows = await problemRows(page);
+        const gone = !rows.some((r) => r.includes(change.gone.code));
+        const kept = change.kept.every((p) => rows.some((r) => r.includes(p.code) && r.includes(`[Ln ${p.line}, Col `)));
+        if (gone && kept) {
+            result.problemsAfterChange = rows;
+            result.output = await outputText(page, profile);
+            return;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.problemsAfterChange = rows;
+    throw new Error(`after the settings change the Problems panel shows ${JSON.stringify(rows)}`);
+}
+
+async function main() {
+    fs.mkdirSync(config.artifacts, { recursive: true });
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-vscode-e2e-'));
+    const profile = makeProfile(root);
+    const env = codeServerEnv(root);
+    installVsix(profile, env);
+    const { child, port } = await startCodeServer(profile, env, root);
+    const require = createRequire(path.join(config.playwrightCore, 'package.json'));
+    const { chromium } = require(config.playwrightCore);
+    let browser;
+    try {
+        browser = await chromium.launch({
+            executablePath: config.chromium,
+            args: [
+                '--no-sandbox',
+                '--disable-gpu',
+                '--disable-background-networking',
+                '--disable-component-update',
+                '--disable-sync',
+                '--no-first-run',
+            ],
+        });
+        const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+        step('load the workbench');
+        await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(profile.workspace)}`);
+        await page.locator('.monaco-workbench').waitFor({ timeout: 120_000 });
+        await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor({ timeout: 120_000 });
+
+        const first = path.basename(config.workspaceFiles.find((f) => f.endsWith('.py')));
+        await openFile(page, first); // onLanguage:python activates the extension
+        if (config.mode === 'not-installed') {
+            await waitForNotInstalled(page);
+            result.ok = true;
+            return;
+        }
+        await runCommand(page, 'exportlens: Show Output');
+        await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
+        await waitForOutputPanel(page);
+        await screenshot(page, 'vscode-output.png');
+        if (config.mode === 'plumbing') {
+            result.ok = true;
+            return;
+        }
+        await waitForOutput(page, profile, /Server running/, 'a running server');
+        for (const file of new Set(config.expectProblems.map((p) => p.file))) {
+            if (file !== first) {
+                await openFile(page, file);
+            }
+        }
+        step('open the Problems panel');
+        await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+        await page.locator('.markers-panel').first().waitFor({ timeout: UI_WAIT });
+        await waitForProblems(page);
+        await screenshot(page, 'vscode-problems.png');
+        const last = [...new Set(config.expectProblems.map((p) => p.file))].at(-1);
+        await waitForStatusBar(page, last, config.statusBar[last]);
+        await hoverAt(page, config.hover);
+        await screenshot(page, 'vscode-hover.png');
+        await waitForStatusBar(page, config.hover.file, config.statusBar[config.hover.file]);
+        await showGraph(page, config.graph);
+        await screenshot(page, 'vscode-graph.png');
+        await restartServer(page, profile);
+        await changeSettings(page, profile, config.settingsChange);
+        await screenshot(page, 'vscode-settings-changed.png');
+        result.ok = true;
+    } finally {
+        if (browser && !result.ok) {
+            const [page] = browser.contexts().flatMap((c) => c.pages());
+            if (page) {
+                await screenshot(page, 'vscode-failure.png').catch(() => undefined);
+                result.output = result.output || (await outputText(page, profile).catch(() => ''));
+            }
+        }
+        await browser?.close().catch(() => undefined);
+        const channelLog = findChannelLog(path.join(profile.userDataDir, 'logs'));
+        if (channelLog) {
+            fs.copyFileSync(channelLog, path.join(config.artifacts, 'exportlens-output.log'));
+        }
+        await stopProcessGroup(child);
+        fs.rmSync(root, { recursive: true, force: true, maxRetries: 3 });
+    }
+}
+
+main()
+    .catch((error) => {
+        result.error = error instanceof Error ? `${error.message}\n${error.stack}` : String(error);
+    })
+    .finally(() => {
+        // Also kept with the screenshots, for a look after a failed CI run.
+        fs.mkdirSync(config.artifacts, { recursive: true });
+        fs.writeFileSync(path.join(config.artifacts, 'result.json'), JSON.stringify(result, null, 2));
+        process.stdout.write(`${JSON.stringify(result)}\n`);
+        process.exitCode = result.ok ? 0 : 1;
+    });

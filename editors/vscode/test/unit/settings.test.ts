@@ -1,0 +1,139 @@
+// The settings -> wire mapping (what the server receives as initializationOptions and
+// on didChangeConfiguration).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+    DIAGNOSTIC_CODES,
+    ServerSettings,
+    SettingValue,
+    didChangeConfigurationParams,
+    initializationOptions,
+    needsRestart,
+    toServerSettings,
+} from '../../src/settings';
+
+/** A reader over what the user set; keys absent are unset (explicit: false). */
+function reader(set: Record<string, unknown>): (key: keyof ServerSettings) => SettingValue {
+    return (key) => (key in set ? { value: set[key], explicit: true } : { value: undefined, explicit: false });
+}
+
+const ALL_NULL: ServerSettings = {
+    debounceMs: null,
+    timeout: null,
+    memoryMb: null,
+    workers: null,
+    cacheDir: null,
+    cache: null,
+    strict: null,
+    diagnostics: null,
+};
+
+test('nothing set: every key present and null, so pyproject and server defaults apply', () => {
+    const { settings, problems } = toServerSettings(reader({}));
+    assert.deepEqual(settings, ALL_NULL);
+    assert.deepEqual(problems, []);
+});
+
+test('a value equal to the editor default still counts when the user set it', () => {
+    // Distinguishes "set timeout to 120 on purpose" (overrides pyproject) from "unset".
+    const { settings } = toServerSettings(reader({ timeout: 120 }));
+    assert.equal(settings.timeout, 120);
+});
+
+test('every setting is carried under its camelCase key', () => {
+    const { settings, problems } = toServerSettings(
+        reader({
+            debounceMs: 50,
+            timeout: 2.5,
+            memoryMb: 1024,
+            workers: 2,
+            cacheDir: '/tmp/exportlens-cache',
+            cache: false,
+            strict: true,
+            diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
+        }),
+    );
+    assert.deepEqual(problems, []);
+    assert.deepEqual(settings, {
+        debounceMs: 50,
+        timeout: 2.5,
+        memoryMb: 1024,
+        workers: 2,
+        cacheDir: '/tmp/exportlens-cache',
+        cache: false,
+        strict: true,
+        diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
+    });
+    assert.deepEqual(initializationOptions(settings), { exportlens: settings });
+    assert.deepEqual(didChangeConfigurationParams(settings), { settings: { exportlens: settings } });
+});
+
+test('a list of codes means those codes are turned off', () => {
+    const { settings, problems } = toServerSettings(reader({ diagnostics: ['mutation/buffer', 'timeout'] }));
+    assert.deepEqual(settings.diagnostics, { 'mutation/buffer': false, timeout: false });
+    assert.deepEqual(problems, []);
+});
+
+test('unknown codes and non-boolean switches are dropped with one message each', () => {
+    const { settings, problems } = toServerSettings(
+        reader({ diagnostics: { 'mutation/bufer': false, 'data-dependent': 'no', timeout: false } }),
+    );
+    assert.deepEqual(settings.diagnostics, { timeout: false });
+    assert.equal(problems.length, 2);
+    assert.match(problems[0], /unknown diagnostic code "mutation\/bufer"/);
+    assert.match(problems[1], /diagnostics\.data-dependent: expected true or false/);
+});
+
+test('bad values fall back to the server default (null) and say which setting and why', () => {
+    const { settings, problems } = toServerSettings(
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, cacheDir: 42, diagnostics: 7 }),
+    );
+    assert.deepEqual(settings, ALL_NULL);
+    const named = problems.map((p) => p.split(':')[0]);
+    assert.deepEqual(named, [
+        'exportlens.debounceMs',
+        'exportlens.timeout',
+        'exportlens.memoryMb',
+        'exportlens.workers',
+        'exportlens.cacheDir',
+        'exportlens.cache',
+        'exportlens.strict',
+        'exportlens.diagnostics',
+    ]);
+    assert.match(problems[0], /using the default 300/);
+});
+
+test('cacheDir set to "" or null means the server default folder', () => {
+    assert.equal(toServerSettings(reader({ cacheDir: '' })).settings.cacheDir, null);
+    assert.equal(toServerSettings(reader({ cacheDir: null })).settings.cacheDir, null);
+});
+
+test('the code list matches the package.json schema', () => {
+    // package.json lists each code as a property of exportlens.diagnostics; the two must not drift.
+    const manifest = require('../../../package.json') as {
+        contributes: { configuration: { properties: Record<string, { properties?: Record<string, unknown> }> } };
+    };
+    const schema = manifest.contributes.configuration.properties['exportlens.diagnostics'].properties ?? {};
+    assert.deepEqual(Object.keys(schema).sort(), [...DIAGNOSTIC_CODES].sort());
+});
+
+test('the manifest declares every wire setting plus interpreter and trace, each with a scope and a description', () => {
+    const manifest = require('../../../package.json') as {
+        contributes: { configuration: { properties: Record<string, { scope?: string; markdownDescription?: string }> } };
+    };
+    const props = manifest.contributes.configuration.properties;
+    const wire = Object.keys(ALL_NULL).map((k) => `exportlens.${k}`);
+    for (const key of [...wire, 'exportlens.interpreter', 'exportlens.trace.server']) {
+        assert.ok(props[key], `${key} is declared`);
+        assert.ok(props[key].scope, `${key} has a scope`);
+        assert.ok((props[key].markdownDescription ?? '').length > 20, `${key} has a description`);
+    }
+});
+
+test('restart only for settings a running server cannot take', () => {
+    const affects = (changed: string[]) => (section: string) => changed.some((c) => c === section || c.startsWith(`${section}.`));
+    assert.equal(needsRestart(affects(['exportlens.interpreter'])), true);
+    assert.equal(needsRestart(affects(['exportlens.workers'])), true);
+    assert.equal(needsRestart(affects(['exportlens.timeout', 'exportlens.diagnostics'])), false);
+    assert.equal(needsRestart(affects(['python.defaultInterpreterPath'])), false);
+});
