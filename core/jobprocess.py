@@ -17,9 +17,9 @@ import sys
 import traceback
 from typing import Callable, NoReturn
 
-from exportlens.core.protocol import ExportRequest, write_frame
+from exportlens.core.protocol import ExportRequest, read_frame, write_frame
 from exportlens.core.results import FileResult
-from exportlens.core.wire import to_plain
+from exportlens.core.wire import from_plain, to_plain
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 JOB_ENV = "EXPORTLENS_JOB_FUNC"  # private test hook: "module:function" to run instead
@@ -69,6 +69,44 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
             except BaseException:
                 pass
         exit_now(code)
+
+
+def standby_main(
+    request_fd: int,
+    events_fd: int,
+    output_fd: int,
+    dump_fd: int,
+    num_threads: int,
+    prewarm: Callable[[], object],
+) -> NoReturn:
+    """A job process forked *before* its request arrives. Never returns.
+
+    A fresh fork pays copy-on-write for every page it writes, and an export writes
+    all over torch's operator tables (``run_decompositions`` walks every op). The
+    standby pays that with a tiny export while the user is still typing, then blocks
+    until the worker hands it a request (or closes the pipe: exit). A request that
+    comes while it is still warming up goes to a fresh fork instead, so warming never
+    delays an export.
+    """
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        prewarm()
+    except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
+        pass
+    write_frame(events_fd, {"ev": "standby"})  # warm: the worker may hand it a request
+    try:
+        message = read_frame(request_fd)
+        request = from_plain(ExportRequest, message) if message is not None else None
+    except BaseException:  # noqa: BLE001 - garbage on our own pipe: exit quietly
+        request = None
+    os.close(request_fd)
+    if request is None:
+        os._exit(0)
+    child_main(request, events_fd, output_fd, dump_fd, num_threads)
+    os._exit(70)  # not reached: child_main exits
 
 
 def _dump_before_exit(dump_fd: int) -> None:

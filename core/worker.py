@@ -5,7 +5,10 @@ tiny export so lazy imports and caches are hot, and then forks one disposable ch
 per request. The child runs ``exportlens.core.job.run_job`` (the user's model code);
 a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
 Forking a warm zygote costs ~0.4 s per job against ~3.5 s for a forkserver and
-~5 s for a fresh interpreter (``bench/bench_startmethod.py``).
+~5 s for a fresh interpreter (``bench/bench_startmethod.py``). While idle, the zygote
+forks the *next* job process ahead of time and lets it warm up (a tiny export pays the
+fork's copy-on-write of torch's op tables): a request then starts in a warm process.
+A request that arrives while that standby is still warming goes to a fresh fork.
 
 Fork hazard: once a process has run an intra-op parallel (OpenMP) op, a forked
 child that runs one deadlocks. The zygote therefore only ever touches tiny tensors
@@ -29,6 +32,7 @@ worker -> front end:
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import re
 import selectors
@@ -39,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exportlens.core.analyze import complete_range
-from exportlens.core.jobprocess import DUMP_SIGNAL, child_main, job_function
+from exportlens.core.jobprocess import DUMP_SIGNAL, child_main, job_function, standby_main
 from exportlens.core.pipes import FrameBuffer, Tail, drain
 from exportlens.core.protocol import ExportRequest, write_frame
 from exportlens.core.results import Diagnostic, FileResult, TargetDecl, TargetResult
@@ -123,6 +127,27 @@ def _rss_kb(pid: int, depth: int = 0) -> int:
     return total
 
 
+# Fork each job process ahead of its request (see ``standby_main``). Off with
+# EXPORTLENS_STANDBY=0, e.g. to measure what it saves.
+STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
+
+
+@dataclass
+class _Job:
+    """A forked job process and the worker's ends of its pipes."""
+
+    pid: int
+    events_r: int
+    output_r: int
+    dump_fd: int
+
+
+@dataclass
+class _Standby:
+    job: _Job
+    request_w: int  # the request goes here; closing it without one makes it exit
+
+
 class Zygote:
     def __init__(self, fin: int, fout: int) -> None:
         self.fin = fin
@@ -133,6 +158,7 @@ class Zygote:
         self.current_id: int | None = None
         self.exiting = False
         self.num_threads = 1
+        self.standby: _Standby | None = None
 
     # ---- messages from the front end
 
@@ -174,8 +200,15 @@ class Zygote:
     # ---- the loop
 
     def serve(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.drop_standby()
+
+    def _serve(self) -> None:
         while not self.exiting:
             if not self.queue:
+                self.spawn_standby()
                 self.read_input()
                 continue
             request = self.queue.popleft()
@@ -284,8 +317,25 @@ class Zygote:
         return Diagnostic(code=attempt.failure or "worker-crash", message=message, line=line, target=name)
 
     def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
-        """Fork one job process for the request and supervise it to its end."""
+        """Run the request in a job process (the standby, else a new fork) and
+        supervise it to its end."""
         attempt = Attempt()
+        job = self.take_standby(request) or self.fork_job(request)
+        self.send({"ev": "started", "id": request.id, "pid": job.pid})
+        try:
+            self.supervise(job.pid, request, attempt, job.events_r, job.output_r, tail)
+        finally:
+            _kill_group(job.pid)
+            drain(job.output_r, tail.add)
+            for fd in (job.events_r, job.output_r):
+                os.close(fd)
+            size = os.fstat(job.dump_fd).st_size
+            attempt.dump = os.pread(job.dump_fd, min(size, 1 << 20), 0).decode("utf-8", "replace")
+            os.close(job.dump_fd)
+        return attempt
+
+    def _fork(self, child: Any) -> _Job:
+        """Fork a job process running ``child(events_w, output_w, dump_fd)``."""
         events_r, events_w = os.pipe()
         output_r, output_w = os.pipe()
         dump_fd = os.memfd_create("exportlens-stack")
@@ -293,9 +343,11 @@ class Zygote:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            for fd in (events_r, output_r, self.fin, self.fout):
-                os.close(fd)
-            child_main(request, events_w, output_w, dump_fd, self.num_threads)
+            keep = self.standby.request_w if self.standby else -1
+            for fd in (events_r, output_r, self.fin, self.fout, keep):
+                if fd >= 0:
+                    os.close(fd)
+            child(events_w, output_w, dump_fd)
         os.close(events_w)
         os.close(output_w)
         try:
@@ -304,18 +356,53 @@ class Zygote:
             pass
         os.set_blocking(events_r, False)
         os.set_blocking(output_r, False)
-        self.send({"ev": "started", "id": request.id, "pid": pid})
+        return _Job(pid, events_r, output_r, dump_fd)
+
+    def fork_job(self, request: ExportRequest) -> _Job:
+        return self._fork(lambda events_w, output_w, dump_fd: child_main(request, events_w, output_w, dump_fd, self.num_threads))
+
+    def spawn_standby(self) -> None:
+        """Fork the next job process now, while nothing is waiting (see ``standby_main``)."""
+        if self.standby is not None or not STANDBY:
+            return
+        request_r, request_w = os.pipe()
+
+        def child(events_w: int, output_w: int, dump_fd: int) -> None:
+            os.close(request_w)
+            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, prewarm)
+
+        job = self._fork(child)
+        os.close(request_r)
+        self.standby = _Standby(job, request_w)
+
+    def take_standby(self, request: ExportRequest) -> _Job | None:
+        """Hand the request to the standby job process, if one is alive to take it."""
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return None
         try:
-            self.supervise(pid, request, attempt, events_r, output_r, tail)
-        finally:
-            _kill_group(pid)
-            drain(output_r, tail.add)
-            for fd in (events_r, output_r):
+            done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
+            if not done and _ready(standby.job.events_r):
+                write_frame(standby.request_w, to_plain(request))
+                os.close(standby.request_w)
+                return standby.job
+        except OSError:
+            pass
+        self.drop_standby(standby)
+        return None
+
+    def drop_standby(self, standby: _Standby | None = None) -> None:
+        standby = standby or self.standby
+        if standby is None:
+            return
+        if standby is self.standby:
+            self.standby = None
+        _kill_group(standby.job.pid)
+        for fd in (standby.request_w, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
+            try:
                 os.close(fd)
-            size = os.fstat(dump_fd).st_size
-            attempt.dump = os.pread(dump_fd, min(size, 1 << 20), 0).decode("utf-8", "replace")
-            os.close(dump_fd)
-        return attempt
+            except OSError:
+                pass
 
     def supervise(
         self,
@@ -404,6 +491,16 @@ class Zygote:
         return False
 
 
+def _ready(events_r: int) -> bool:
+    """Whether the standby said it is warm (its first and only frame before a request)."""
+    try:
+        data = os.read(events_r, 4096)
+    except BlockingIOError:
+        return False
+    frames = FrameBuffer().feed(data)
+    return bool(frames) and isinstance(frames[0], dict) and frames[0].get("ev") == "standby"
+
+
 def _index_of(request: ExportRequest) -> SourceIndex:
     """The file's index, to give the worker's own diagnostics a full range."""
     text = request.source
@@ -465,6 +562,15 @@ def warm_up() -> str:
 
     # Nothing the zygote runs may start the OpenMP pool (see the module docstring).
     torch.set_num_threads(1)
+    prewarm()
+    job_function()  # import the job module (and what it imports) once, here
+    return str(torch.__version__)
+
+
+def prewarm() -> None:
+    """One tiny export with a dynamic dim, a parameter and a buffer (tiny tensors
+    only: below the parallel grain size, so no OpenMP pool starts)."""
+    import torch
 
     class Warm(torch.nn.Module):
         def __init__(self) -> None:
@@ -478,8 +584,6 @@ def warm_up() -> str:
     batch = torch.export.Dim("batch", min=2)
     ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
     ep.run_decompositions({})
-    job_function()  # import the job module (and what it imports) once, here
-    return str(torch.__version__)
 
 
 def main() -> None:
@@ -494,6 +598,10 @@ def main() -> None:
 
     num_threads = torch.get_num_threads()
     version = warm_up()
+    # Everything alive now is shared with every job process; keep the collector from
+    # writing to those objects' headers in the jobs (copy-on-write of torch's heap).
+    gc.collect()
+    gc.freeze()
     zygote = Zygote(fin, fout)
     zygote.num_threads = num_threads
     zygote.send({"ev": "ready", "pid": os.getpid(), "torch": version})
