@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from exportlens.core.pool import PoolEvent
@@ -241,9 +242,22 @@ def create_server() -> ExportLensServer:
     return server
 
 
+def quiet_invalid_params(record: logging.LogRecord) -> bool:
+    """pygls logs every error a request returns with a traceback. A bad argument to a
+    command (an unknown target name) is the client's mistake, already answered with
+    an error response: one line at warning level, no traceback, in the editor's log."""
+    if record.exc_info and isinstance(record.exc_info[1], JsonRpcInvalidParams):
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg, record.args = "%s", (f"request refused: {record.exc_info[1]}",)
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
 def main(tcp: str | None = None) -> int:
     """Run the server on stdio, or on ``HOST:PORT`` with ``tcp``; the exit code."""
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("EXPORTLENS_LOG_LEVEL", "WARNING").upper(), format="exportlens %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(quiet_invalid_params)
     server = create_server()
     try:
         if tcp:
