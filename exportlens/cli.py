@@ -14,7 +14,7 @@ from pathlib import Path
 from exportlens.core.cache import ResultCache, default_cache_dir
 from exportlens.core.protocol import ExportRequest, Limits
 from exportlens.core.results import FileResult
-from exportlens.discover import Settings, settings_for, walk
+from exportlens.discover import Settings, root_of, settings_for, walk
 from exportlens.report import format_text, summary, to_json
 
 DEFAULT_TIMEOUT = 120.0
@@ -138,7 +138,7 @@ def export_files(files: list[str], *, timeout: float | None, memory_mb: int | No
     for i, path in enumerate(files):
         s = settings_for(path)
         limits = Limits(timeout_s=timeout or s.timeout_s or DEFAULT_TIMEOUT, memory_mb=memory_mb or s.memory_mb or DEFAULT_MEMORY_MB)
-        request = ExportRequest(id=i, path=path, root=_root_of(path), limits=limits, strict_default=strict or bool(s.strict))
+        request = ExportRequest(id=i, path=path, root=root_of(path), limits=limits, strict_default=strict or bool(s.strict))
         cache = caches.for_settings(s) if caches is not None else None
         hit = cache.lookup(request) if cache is not None else None
         if hit is not None:
@@ -170,19 +170,6 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
     removed = ResultCache(directory).clear()
     print(f"Removed {removed} cached result{'s' * (removed != 1)} from {directory}")
     return 0
-
-
-def _root_of(path: str) -> str:
-    """The project root: the folder of the nearest pyproject.toml or .git, else the file's folder."""
-    directory = os.path.dirname(os.path.abspath(path))
-    probe = directory
-    while True:
-        if os.path.exists(os.path.join(probe, "pyproject.toml")) or os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return directory
-        probe = parent
 
 
 def _check(paths: list[str], *, fmt: str, timeout: float | None, memory_mb: int | None, jobs: int | None, strict: bool, signatures: bool, caches: Caches | None) -> int:

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from exportlens.core.targets import exportlens_section, find_pyproject, pyproject_targets
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
-_DECLARES = re.compile(rb"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
+# A declaration form in a file's text; bytes for files on disk, str for editor buffers.
+_DECLARES_TEXT = re.compile(r"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
+_DECLARES = re.compile(_DECLARES_TEXT.pattern.encode())
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,14 @@ def _declares(path: str) -> bool:
             data = f.read()
     except OSError:
         return False
-    if _DECLARES.search(data):
+    return declares_targets(path, data)
+
+
+def declares_targets(path: str, text: str | bytes) -> bool:
+    """The file declares a target: in its text (on disk or an editor's buffer), or in
+    pyproject's ``[tool.exportlens] targets``."""
+    found = _DECLARES.search(text) if isinstance(text, bytes) else _DECLARES_TEXT.search(text)
+    if found:
         return True
     pyproject = find_pyproject(path)
     if pyproject:
@@ -62,6 +71,19 @@ def _declares(path: str) -> bool:
         real = os.path.realpath(path)
         return any(os.path.realpath(e.rpartition(":")[0]) == real for e in entries)
     return False
+
+
+def root_of(path: str) -> str:
+    """The project root: the folder of the nearest pyproject.toml or .git, else the file's folder."""
+    directory = os.path.dirname(os.path.abspath(path))
+    probe = directory
+    while True:
+        if os.path.exists(os.path.join(probe, "pyproject.toml")) or os.path.exists(os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return directory
+        probe = parent
 
 
 def settings_for(path: str) -> Settings:

@@ -8,40 +8,11 @@ the nearest pyproject.toml or .git.
 
 from __future__ import annotations
 
-import os
-import re
-
-from exportlens.core.targets import find_pyproject, pyproject_targets
-from exportlens.discover import settings_for
+from exportlens.core.targets import find_pyproject
+from exportlens.discover import declares_targets, root_of, settings_for
 from exportlens.server.config import ProjectSettings
 
-# The same rule as exportlens.discover's file filter, applied to the buffer's text.
-_DECLARES = re.compile(r"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
-
-
-def root_of(path: str) -> str:
-    """The folder of the nearest pyproject.toml or .git above ``path``, else its folder."""
-    directory = os.path.dirname(os.path.abspath(path))
-    probe = directory
-    while True:
-        if os.path.exists(os.path.join(probe, "pyproject.toml")) or os.path.exists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return directory
-        probe = parent
-
-
-def declares_targets(path: str, text: str) -> bool:
-    """The file declares a target (in its text, or in pyproject's ``targets``)."""
-    if _DECLARES.search(text):
-        return True
-    pyproject = find_pyproject(path)
-    if not pyproject:
-        return False
-    entries, _ = pyproject_targets(pyproject)
-    real = os.path.realpath(path)
-    return any(os.path.realpath(entry.rpartition(":")[0]) == real for entry in entries)
+__all__ = ["declares_targets", "project_settings", "pyproject_of", "root_of"]
 
 
 def project_settings(path: str) -> ProjectSettings:
