@@ -27,12 +27,12 @@ import logging
 import os
 import re
 import struct
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from exportlens.core.atomic import write_atomic
 from exportlens.core.cachekey import CACHE_FORMAT, first_key, second_key, source_bytes
 from exportlens.core.codec import unpack as bounded_unpack
 from exportlens.core.protocol import ExportRequest
@@ -341,19 +341,8 @@ class ResultCache:
             self._write(tag, _TAG.encode())
 
     def _write(self, path: Path, data: bytes) -> int:
-        """Atomically: a temporary file in the same folder, then ``os.replace``."""
         path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, data, prefix=_TEMP_PREFIX)
         return len(data)
 
     def _account(self, written: int) -> None:

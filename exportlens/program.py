@@ -8,9 +8,9 @@ show a stored program without paying for torch.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import TYPE_CHECKING, Any
 
+from exportlens.core.atomic import write_atomic
 from exportlens.core.codec import SchemaError
 from exportlens.core.program_model import ProgramModel
 from exportlens.core.program_model import read_program as _read_program
@@ -41,22 +41,7 @@ def loads(data: bytes | bytearray | memoryview, *, weights: Any = None) -> torch
 def save(ep: torch.export.ExportedProgram, path: str | os.PathLike[str]) -> None:
     """Write ``dumps(ep, weights=True)`` atomically: a temp file in the same folder,
     then ``os.replace``, so a reader never sees half a file."""
-    data = dumps(ep, weights=True)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".exportlens-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, dumps(ep, weights=True), durable=True)
 
 
 def load(path: str | os.PathLike[str], *, weights: Any = None) -> torch.export.ExportedProgram:

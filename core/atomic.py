@@ -1,0 +1,26 @@
+"""Write a file so that a reader sees the old bytes or the new ones, never half."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, prefix: str = ".exportlens-", durable: bool = False) -> None:
+    """A temporary file in the same folder (same file system), then ``os.replace``.
+    ``durable`` also fsyncs before the rename, for files a user keeps."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
