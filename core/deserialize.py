@@ -15,7 +15,6 @@ Everything that would reach ``getattr`` or ``eval`` is validated first
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
 import sympy
@@ -37,10 +36,10 @@ from exportlens.core import codec
 from exportlens.core import schema as S
 from exportlens.core.codec import SchemaError
 from exportlens.core.validate import check_expr, resolve_target
+from exportlens.core.weights import MAX_RANK, split_state, tensor_from_record, weights_from_arg
 
 __all__ = ["from_bytes", "decode_document"]
 
-_MAX_RANK = 64
 
 
 def decode_document(data: bytes | bytearray | memoryview) -> dict[int, Any]:
@@ -223,7 +222,7 @@ class _Decoder:
 
     def tensor(self, v: list[Any]) -> Any:
         _, dtype_sid, sizes, strides, offset, device_sid, requires_grad = v[:7]
-        if type(sizes) is not list or type(strides) is not list or len(sizes) > _MAX_RANK or len(strides) not in (0, len(sizes)):
+        if type(sizes) is not list or type(strides) is not list or len(sizes) > MAX_RANK or len(strides) not in (0, len(sizes)):
             raise SchemaError("malformed tensor sizes or strides")
         dtype, device = self.dtype(dtype_sid), self.device(device_sid)
         requires_grad = bool(requires_grad) and (dtype.is_floating_point or dtype.is_complex)
@@ -440,80 +439,6 @@ def _treespec(text: str) -> pytree.TreeSpec:
         raise SchemaError(f"malformed pytree spec: {e}") from None
 
 
-def _tensor_from_record(st: list[str], rec: Any) -> tuple[str, int, torch.Tensor]:
-    name, role, dtype_sid, shape, requires_grad, data = rec[:6]
-    name = st[name]
-    dtype_name = st[dtype_sid]
-    itemsize = S.DTYPE_SIZES.get(dtype_name)
-    dtype = getattr(torch, dtype_name, None)
-    if itemsize is None or not isinstance(dtype, torch.dtype):
-        raise SchemaError(f"weight {name!r}: unknown dtype {dtype_name!r}")
-    if type(shape) is not list or len(shape) > _MAX_RANK or not all(type(d) is int and d >= 0 for d in shape) or type(data) is not bytes:
-        raise SchemaError(f"weight {name!r}: malformed shape or data")
-    numel = 1
-    for d in shape:
-        numel *= d
-    if numel * itemsize != len(data):
-        raise SchemaError(f"weight {name!r}: {len(data)} bytes for {dtype_name}{shape}")
-    if numel == 0:
-        t = torch.empty(shape, dtype=dtype)
-    else:
-        raw = bytearray(data)
-        if sys.byteorder != "little" and itemsize > 1:  # pragma: no cover - big-endian hosts
-            raw = bytearray(b"".join(raw[i : i + itemsize][::-1] for i in range(0, len(raw), itemsize)))
-        t = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
-    if requires_grad and (dtype.is_floating_point or dtype.is_complex):
-        t.requires_grad_(True)
-    return name, role, t
-
-
-def _weights_from_arg(weights: Any) -> dict[str, Any]:
-    if isinstance(weights, ExportedProgram):
-        return {**weights.state_dict, **weights.constants}
-    if isinstance(weights, torch.nn.Module):
-        named: dict[str, Any] = dict(weights.named_parameters(remove_duplicate=False))
-        named.update(weights.named_buffers(remove_duplicate=False))
-        return named
-    if isinstance(weights, dict):
-        return dict(weights)
-    raise TypeError(f"weights must be a dict, an ExportedProgram or an nn.Module, not {type(weights).__name__}")
-
-
-def _lookup(module: Any, name: str) -> Any:
-    obj = module
-    for part in name.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
-def _split_state(sig: gs.ExportGraphSignature, pool: dict[str, Any], module: Any) -> tuple[dict, dict]:
-    """Which names go to ``state_dict`` and which to ``constants``, as torch keeps them."""
-    state: dict[str, Any] = {}
-    consts: dict[str, Any] = {}
-    missing = []
-    for spec in sig.input_specs:
-        kind = spec.kind
-        if kind not in (gs.InputKind.PARAMETER, gs.InputKind.BUFFER, gs.InputKind.CONSTANT_TENSOR, gs.InputKind.CUSTOM_OBJ):
-            continue
-        name = spec.target
-        assert name is not None
-        dest = state if kind == gs.InputKind.PARAMETER or (kind == gs.InputKind.BUFFER and spec.persistent) else consts
-        value = pool.get(name)
-        if value is None and module is not None:
-            value = _lookup(module, name)
-        if value is None:
-            missing.append(name)
-            continue
-        if kind == gs.InputKind.PARAMETER and not isinstance(value, torch.nn.Parameter):
-            value = torch.nn.Parameter(value, requires_grad=value.requires_grad)
-        dest[name] = value
-    if missing:
-        raise ValueError(f"weights missing for {', '.join(missing)}: pass weights= (dict, ExportedProgram or module)")
-    return state, consts
-
-
 def _decode_parts(doc: dict[int, Any], ranges: dict[str, ValueRanges], symbolic: bool) -> tuple[Any, ...]:
     st: list[str] = doc[S.P_STRINGS]
     dec = _Decoder(st, ranges, symbolic)
@@ -542,7 +467,7 @@ def from_bytes(data: bytes | bytearray | memoryview, *, weights: Any = None) -> 
             dec, signature, root, graph, call_graph, verifiers = _decode_parts(doc, ranges, symbolic=True)
         pool: dict[str, Any] = {}
         for rec in doc.get(S.P_WEIGHTS) or []:
-            name, _, tensor = _tensor_from_record(st, rec)
+            name, _, tensor = tensor_from_record(st, rec)
             pool[name] = tensor
     except SchemaError:
         raise
@@ -550,8 +475,8 @@ def from_bytes(data: bytes | bytearray | memoryview, *, weights: Any = None) -> 
         raise SchemaError(f"inconsistent program: {type(e).__name__}: {e}") from None
     module = weights if isinstance(weights, torch.nn.Module) else None
     if weights is not None:
-        pool.update(_weights_from_arg(weights))
-    state, consts = _split_state(signature, pool, module)
+        pool.update(weights_from_arg(weights))
+    state, consts = split_state(signature, pool, module)
     from torch._export.verifier import load_verifier
 
     range_constraints = {dec.symbols[k]: v for k, v in ranges.items() if k in dec.symbols}

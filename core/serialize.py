@@ -9,7 +9,6 @@ a dataclass per argument and JSON-encodes them with reflection.
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import msgpack
@@ -22,8 +21,9 @@ from torch.utils._sympy.numbers import int_oo
 
 from exportlens.core import schema as S
 from exportlens.core.results import Diagnostic
+from exportlens.core.weights import collect_weights
 
-__all__ = ["to_bytes", "op_name", "collect_weights"]
+__all__ = ["to_bytes", "op_name"]
 
 _EVAL_KEY = re.compile(r"<eval_with_key>\.\d+")
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -287,29 +287,6 @@ def _bound(v: Any, lower: bool) -> int | None:
         return int(v)
     # Fractional ends (rare, from divisions) narrow to the integers inside the range.
     return int(sympy.ceiling(v) if lower else sympy.floor(v))
-
-
-def _tensor_record(s: _Strings, name: str, role: int, t: torch.Tensor) -> list[Any]:
-    if t.layout != torch.strided or t.is_quantized or type(t) not in (torch.Tensor, torch.nn.Parameter):
-        raise ValueError(f"weight {name!r}: only plain strided tensors can be stored without pickle")
-    flat = t.detach().to("cpu").contiguous().reshape(-1)
-    raw = flat.view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
-    data = raw.numpy().tobytes()
-    if sys.byteorder != "little" and t.element_size() > 1:  # pragma: no cover - big-endian hosts
-        data = b"".join(data[i : i + t.element_size()][::-1] for i in range(0, len(data), t.element_size()))
-    return [s(name), role, s(str(t.dtype).removeprefix("torch.")), list(t.shape), bool(t.requires_grad), data]
-
-
-def collect_weights(ep: torch.export.ExportedProgram, s: _Strings) -> list[Any]:
-    params = set(ep.graph_signature.parameters)
-    out = []
-    for name in sorted(ep.state_dict):
-        out.append(_tensor_record(s, name, S.W_PARAMETER if name in params else S.W_BUFFER, ep.state_dict[name]))
-    for name in sorted(ep.constants):
-        c = ep.constants[name]
-        if isinstance(c, torch.Tensor):
-            out.append(_tensor_record(s, name, S.W_CONSTANT, c))
-    return out
 
 
 def to_bytes(
