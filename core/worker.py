@@ -34,24 +34,23 @@ from __future__ import annotations
 import collections
 import gc
 import os
-import re
 import selectors
-import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exportlens.core.analyze import complete_range
-from exportlens.core.jobprocess import DUMP_SIGNAL, child_main, job_function, standby_main
+from exportlens.core.jobprocess import child_main, standby_main
 from exportlens.core.pipes import FrameBuffer, Tail, drain
+from exportlens.core.procs import dump_stack, exit_text, kill_group, locate, rss_kb
 from exportlens.core.protocol import ExportRequest, write_frame
 from exportlens.core.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.sourcemap import SourceIndex
+from exportlens.core.warmup import prewarm, warm_up
 from exportlens.core.wire import from_plain, to_plain
 
 MEMORY_POLL_S = 0.025
-DUMP_GRACE_S = 0.2
 
 
 # --------------------------------------------------------------------------- zygote
@@ -78,53 +77,6 @@ class Merged:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     targets: dict[str, TargetResult] = field(default_factory=dict)
     decls: list[TargetDecl] | None = None
-
-
-_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in ')
-
-
-def locate(dump: str, request: ExportRequest) -> int | None:
-    """The deepest line of the model file in a faulthandler dump, else of its root."""
-    frames = [(m.group(1), int(m.group(2))) for m in map(_FRAME.match, dump.splitlines()) if m]
-    path = os.path.realpath(request.path)
-    for fname, line in frames:  # most recent call first
-        if os.path.realpath(fname) == path:
-            return line
-    if request.root:
-        root = os.path.join(os.path.realpath(request.root), "")
-        for fname, line in frames:
-            real = os.path.realpath(fname)
-            if real.startswith(root) and "site-packages" not in real:
-                return line
-    return None
-
-
-def _signal_text(sig: int) -> str:
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = f"signal {sig}"
-    desc = signal.strsignal(sig) or ""
-    return f"{name} ({desc.lower()})" if desc else name
-
-
-def _rss_kb(pid: int, depth: int = 0) -> int:
-    """Resident set of pid plus its descendants, in kB (0 once it is gone)."""
-    total = 0
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    total = int(line.split()[1])
-                    break
-        if depth < 4:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
-                    for child in f.read().split():
-                        total += _rss_kb(int(child), depth + 1)
-    except (OSError, ValueError):
-        pass
-    return total
 
 
 # Fork each job process ahead of its request (see ``standby_main``). Off with
@@ -325,7 +277,7 @@ class Zygote:
         try:
             self.supervise(job.pid, request, attempt, job.events_r, job.output_r, tail)
         finally:
-            _kill_group(job.pid)
+            kill_group(job.pid)
             drain(job.output_r, tail.add)
             for fd in (job.events_r, job.output_r):
                 os.close(fd)
@@ -397,7 +349,7 @@ class Zygote:
             return
         if standby is self.standby:
             self.standby = None
-        _kill_group(standby.job.pid)
+        kill_group(standby.job.pid)
         for fd in (standby.request_w, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
             try:
                 os.close(fd)
@@ -449,19 +401,19 @@ class Zygote:
                     drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
                     if attempt.result is None:
                         attempt.failure = "worker-crash"
-                        attempt.detail = _exit_text(status)
+                        attempt.detail = exit_text(status)
                     return
                 if time.monotonic() > deadline:
                     attempt.failure = "timeout"
-                    _dump_stack(pid)
+                    dump_stack(pid)
                     return
                 now = time.monotonic()
                 if now < next_poll:
                     continue
                 next_poll = now + MEMORY_POLL_S
-                if _rss_kb(pid) > memory_kb:
+                if rss_kb(pid) > memory_kb:
                     attempt.failure = "out-of-memory"
-                    _dump_stack(pid)
+                    dump_stack(pid)
                     return
         finally:
             selector.close()
@@ -511,79 +463,6 @@ def _index_of(request: ExportRequest) -> SourceIndex:
         except OSError:
             text = ""
     return SourceIndex.build(text, request.path)
-
-
-def _exit_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        text = f"with {_signal_text(sig)}"
-        if sig == signal.SIGKILL:
-            text += " (killed from outside, perhaps the system ran out of memory)"
-        return text
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
-    if code == 70:
-        return "with exit code 70 (an internal exportlens error; see the output below)"
-    return f"with exit code {code} (os._exit or a native library ended the process)"
-
-
-def _dump_stack(pid: int) -> None:
-    """Ask faulthandler in the job for its stack, give it a moment, then kill."""
-    try:
-        os.kill(pid, DUMP_SIGNAL)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + DUMP_GRACE_S
-    while time.monotonic() < end:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return
-        time.sleep(0.01)
-    # The dump is written from the signal handler, synchronously: 200 ms is plenty.
-
-
-def _kill_group(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-
-
-# --------------------------------------------------------------------------- start
-
-
-def warm_up() -> str:
-    """Import torch and run one tiny export, so the first job starts hot."""
-    import torch
-
-    # Nothing the zygote runs may start the OpenMP pool (see the module docstring).
-    torch.set_num_threads(1)
-    prewarm()
-    job_function()  # import the job module (and what it imports) once, here
-    return str(torch.__version__)
-
-
-def prewarm() -> None:
-    """One tiny export with a dynamic dim, a parameter and a buffer (tiny tensors
-    only: below the parallel grain size, so no OpenMP pool starts)."""
-    import torch
-
-    class Warm(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.ones(4))
-            self.register_buffer("count", torch.zeros(1))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(x * self.weight) + self.count  # type: ignore[operator]
-
-    batch = torch.export.Dim("batch", min=2)
-    ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
-    ep.run_decompositions({})
 
 
 def main() -> None:
