@@ -123,7 +123,7 @@ def bench_cli(small: list[Path], folder: Path) -> tuple[float, float]:
 def bench_overhead(large: list[Path], repeats: int = 5) -> list[tuple[str, int, float, float]]:
     import torch
 
-    from exportlens.core.job import default_request, run_job
+    from exportlens.core.export.job import default_request, run_job
 
     warnings.filterwarnings("ignore")
     rows = []

@@ -1,6 +1,14 @@
-"""exportlens.core: finding, exporting and analysing models. No LSP, no asyncio.
+"""exportlens.core: finding, exporting and analysing models. No LSP, no asyncio,
+and nothing here imports the ``exportlens`` package above it.
 
-Only the modules that run inside the export worker import torch (``extract``,
-``analyze_torch``, ``job``, ``zygote``); everything else here is torch-free so the
-CLI front end and the language server can use it.
+Which subpackages import torch:
+
+- ``model``, ``source``, ``project``, ``cache``, ``pipeline``: never (the CLI and the
+  language server use them).
+- ``isolation``: the pool side (``pool``, ``messages``, ``pipes``) never; the zygote
+  and the job process import torch once, in the worker process.
+- ``serde``: ``schema``, ``codec`` and the torch-free ``reader`` never; ``encode``,
+  ``decode``, ``weights`` and ``validate`` do.
+- ``export``: runs in the job process and imports torch (``registry`` excepted: the
+  decorator's record, which user code reaches through ``exportlens.target``).
 """

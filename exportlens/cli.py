@@ -1,5 +1,5 @@
 """The ``exportlens`` command: ``check``, ``show`` and ``serve``. Torch-free: the
-exports run in worker processes (``exportlens.core.pool``)."""
+exports run in worker processes (``exportlens.core.isolation.pool``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from exportlens.core.cache import ResultCache, default_cache_dir
-from exportlens.core.protocol import ExportRequest, Limits
-from exportlens.core.results import FileResult
+from exportlens.core.cache.store import ResultCache, default_cache_dir
+from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.model.results import FileResult
 from exportlens.discover import Settings, root_of, settings_for, walk
 from exportlens.report import format_text, summary, to_json
 
@@ -148,7 +148,7 @@ def export_files(files: list[str], *, timeout: float | None, memory_mb: int | No
         else:
             misses.append((request, cache))
     if misses:
-        from exportlens.core.pool import WorkerPool
+        from exportlens.core.isolation.pool import WorkerPool
 
         by_path = {request.path: (request, cache) for request, cache in misses}  # walk() lists a path once
         workers = max(1, min(jobs or os.cpu_count() or 1, len(misses)))

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from exportlens.core.targets import exportlens_section, find_pyproject, pyproject_targets
+from exportlens.core.export.targets import exportlens_section, find_pyproject, pyproject_targets
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
 # A declaration form in a file's text; bytes for files on disk, str for editor buffers.

@@ -1,7 +1,7 @@
 """Public API: exported programs as msgpack bytes.
 
 ``dumps``/``loads``/``save``/``load`` import torch when called (through
-:mod:`exportlens.core.serialize` and :mod:`exportlens.core.deserialize`); ``read_program`` never does, so the server can
+:mod:`exportlens.core.serde.encode` and :mod:`exportlens.core.serde.decode`); ``read_program`` never does, so the server can
 show a stored program without paying for torch.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from exportlens.core.atomic import write_atomic
-from exportlens.core.codec import SchemaError
-from exportlens.core.program_model import ProgramModel
-from exportlens.core.program_model import read_program as _read_program
+from exportlens.core.cache.atomic import write_atomic
+from exportlens.core.serde.codec import SchemaError
+from exportlens.core.serde.reader import ProgramModel
+from exportlens.core.serde.reader import read_program as _read_program
 
 if TYPE_CHECKING:
     import torch
@@ -24,7 +24,7 @@ __all__ = ["dumps", "loads", "save", "load", "read_program", "ProgramModel", "Sc
 def dumps(ep: torch.export.ExportedProgram, *, weights: bool = False) -> bytes:
     """``ep`` as canonical msgpack bytes; with ``weights=True`` parameters, buffers and
     tensor constants are stored as raw little-endian bytes (never pickled)."""
-    from exportlens.core.serialize import to_bytes
+    from exportlens.core.serde.encode import to_bytes
 
     return to_bytes(ep, weights=weights)
 
@@ -33,7 +33,7 @@ def loads(data: bytes | bytearray | memoryview, *, weights: Any = None) -> torch
     """The ``ExportedProgram`` back. ``weights`` (a dict name -> tensor, an
     ``ExportedProgram`` or an ``nn.Module``) supplies state the bytes lack; it wins
     over weights stored in the bytes. Raises :class:`SchemaError` for bad bytes."""
-    from exportlens.core.deserialize import from_bytes
+    from exportlens.core.serde.decode import from_bytes
 
     return from_bytes(data, weights=weights)
 

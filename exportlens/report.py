@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from exportlens.core.results import Diagnostic, FileResult, TargetResult
-from exportlens.core.signature import InputSpec, OutputSpec, Signature
+from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
 
 JSON_VERSION = 1
 

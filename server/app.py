@@ -3,7 +3,7 @@
 State lives on one ``LanguageServer`` subclass (the pygls examples' shape); each
 LSP feature registers its handlers from its own module. The server never imports
 torch: exports run in warm worker processes behind ``workers.ExportBridge``, and
-their results may come from ``exportlens.core.cache``.
+their results may come from ``exportlens.core.cache.store``.
 
 Robustness rules: a handler's exception is logged (``window/logMessage``) and never
 stops the server; a message box (``window/showMessage``) is shown at most once per
@@ -23,9 +23,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from exportlens.core.pool import PoolEvent
-from exportlens.core.protocol import ExportRequest
-from exportlens.core.results import FileResult
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.isolation.pool import PoolEvent
+from exportlens.core.model.results import FileResult
 from exportlens.server.config import Settings
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.project import pyproject_of
@@ -134,7 +134,7 @@ class ExportLensServer(LanguageServer):
             self._cache_key, self._cache = key, None
             if self.settings.cache:
                 try:
-                    from exportlens.core.cache import ResultCache
+                    from exportlens.core.cache.store import ResultCache
 
                     self._cache = ResultCache(directory=self.settings.cache_dir)
                 except Exception as e:  # noqa: BLE001 - no cache is slower, not broken

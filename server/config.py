@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from exportlens.core.protocol import Limits
-from exportlens.core.results import CODES
+from exportlens.core.isolation.messages import Limits
+from exportlens.core.model.results import CODES
 
 SECTION = "exportlens"
 

@@ -13,8 +13,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from exportlens.core.protocol import ExportRequest
-from exportlens.core.results import FileResult
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.results import FileResult
 from exportlens.server.config import limits_for
 from exportlens.server.features import diagnostics
 from exportlens.server.features.hover import index_class

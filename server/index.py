@@ -27,9 +27,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from exportlens.core.results import Diagnostic, FileResult, TargetResult
-from exportlens.core.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
-from exportlens.core.sourcemap import ClassInfo, FunctionInfo, SourceIndex
+from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
+from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex
 from exportlens.server import markdown as md
 from exportlens.server.positions import UTF16, byte_column_to_units, split_lines, units
 

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
-from exportlens.core.results import Diagnostic, TargetResult
-from exportlens.core.signature import InputSpec, OutputSpec, Signature
+from exportlens.core.model.results import Diagnostic, TargetResult
+from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
 
 Spec: TypeAlias = InputSpec | OutputSpec
 

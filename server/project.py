@@ -8,7 +8,7 @@ the nearest pyproject.toml or .git.
 
 from __future__ import annotations
 
-from exportlens.core.targets import find_pyproject
+from exportlens.core.export.targets import find_pyproject
 from exportlens.discover import declares_targets, root_of, settings_for
 from exportlens.server.config import ProjectSettings
 

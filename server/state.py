@@ -8,7 +8,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from exportlens.core.results import FileResult
+from exportlens.core.model.results import FileResult
 
 
 @dataclass

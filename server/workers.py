@@ -1,6 +1,6 @@
 """The async side of the worker pool: ``await bridge.export(request)``.
 
-``exportlens.core.pool.WorkerPool`` is synchronous and selector based. It runs its
+``exportlens.core.isolation.pool.WorkerPool`` is synchronous and selector based. It runs its
 ``serve`` loop in one dedicated thread; requests go in with the thread-safe
 ``submit``, results and events come back to the event loop with
 ``call_soon_threadsafe``. Cancelling the awaiting task cancels the request, which
@@ -21,9 +21,9 @@ import os
 import threading
 from typing import Callable
 
-from exportlens.core.pool import PoolEvent, WorkerPool
-from exportlens.core.protocol import ExportRequest
-from exportlens.core.results import FileResult
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.isolation.pool import PoolEvent, WorkerPool
+from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from exportlens.core.results import CODES
+from exportlens.core.model.results import CODES
 from exportlens.server.features.diagnostics import DOCS_URL, docs_anchor
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "diagnostics.md"

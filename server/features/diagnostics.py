@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.core.results import Diagnostic, Related
+from exportlens.core.model.results import Diagnostic, Related
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 
 if TYPE_CHECKING:

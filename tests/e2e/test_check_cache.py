@@ -69,7 +69,7 @@ def cache(warm: Warm, tmp_path: Path) -> Path:
 # or imported torch, exits non-zero.
 NO_EXPORT = """
 import sys
-import exportlens.core.pool as pool
+import exportlens.core.isolation.pool as pool
 
 class NoWorkers:
     def __init__(self, *args, **kwargs):
@@ -125,7 +125,7 @@ def test_no_cache_neither_reads_nor_writes(warm: Warm, tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from exportlens.core import cache
+        from exportlens.core.cache import store as cache
 
         def refuse(*args, **kwargs):
             raise AssertionError("the cache was used")

@@ -161,7 +161,7 @@ def test_front_end_modules_do_not_import_torch() -> None:
 
     code = (
         "import sys, exportlens, exportlens.target, exportlens.cli, exportlens.report, exportlens.discover, "
-        "exportlens.core.pool, exportlens.core.analyze, exportlens.core.sourcemap, exportlens.server\n"
+        "exportlens.core.isolation.pool, exportlens.core.export.analyze, exportlens.core.source.sourcemap, exportlens.server\n"
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

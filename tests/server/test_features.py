@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from exportlens.core.results import Diagnostic, FileResult, Related
+from exportlens.core.model.results import Diagnostic, FileResult, Related
 from exportlens.server.features.diagnostics import SOURCE, docs_anchor, to_lsp
 from exportlens.server.features.hover import hover_at
 from exportlens.server.positions import UTF8, UTF16, split_lines

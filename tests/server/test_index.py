@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.results import Diagnostic, FileResult, TargetResult
-from exportlens.core.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
-from exportlens.core.sourcemap import SourceIndex
+from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
+from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.server import markdown as md
 from exportlens.server.index import HoverIndex, HoverText
 from tests.conftest import EXAMPLES, ROOT

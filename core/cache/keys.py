@@ -1,0 +1,136 @@
+"""The two keys of the result cache (see :mod:`exportlens.core.cache.store`). Torch-free.
+
+The first key covers everything known before a run: the file's path and bytes (bytes,
+not text: a file may not decode), the request's settings, the pyproject targets the
+job will use, and the environment (torch, Python, exportlens's own code). The second
+adds the current bytes of the local modules the file imported, known only after a run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+from typing import Any
+
+from exportlens.core.export.targets import find_pyproject, pyproject_targets
+from exportlens.core.isolation.messages import ExportRequest
+
+# Moves whenever the layout of the cache files or of the key changes. (The program
+# schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
+# whose shape is covered by the exportlens code fingerprint below.)
+CACHE_FORMAT = 1
+
+
+@functools.cache
+def torch_version() -> str:
+    """The installed torch's version, from its metadata: torch itself is never imported."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """exportlens's version and the bytes of its own modules (every subpackage of
+    ``exportlens``, ``exportlens.core`` and ``exportlens.server``), so a result made by
+    other exportlens code (a development tree, a reinstall) is not reused."""
+    import exportlens
+    import exportlens.core
+    import exportlens.server
+
+    h = hashlib.sha256(exportlens.__version__.encode())
+    for package in (exportlens, exportlens.core, exportlens.server):
+        top = os.path.dirname(os.path.abspath(package.__file__ or ""))
+        for name, path in _modules_under(top):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            h.update(f"\x00{package.__name__}/{name}\x00{len(data)}\x00".encode() + data)
+    return h.hexdigest()
+
+
+def _modules_under(top: str) -> list[tuple[str, str]]:
+    """``(path relative to top, path)`` of every ``.py`` file in the package folder and
+    its subpackages, sorted (the top-level ``exportlens`` folder holds no subpackage of
+    core or server: those are mapped from their own folders)."""
+    out: list[tuple[str, str]] = []
+    for directory, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(directory, d, "__init__.py")))
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                out.append((os.path.relpath(path, top), path))
+    return sorted(out)
+
+
+def environment() -> list[Any]:
+    """Everything outside the request that a result depends on."""
+    return [CACHE_FORMAT, torch_version(), sys.version, sys.prefix, code_fingerprint()]
+
+
+def source_bytes(request: ExportRequest) -> bytes:
+    """What the job will compile: the editor's text, else the file's bytes (raises OSError)."""
+    if request.source is not None:
+        return request.source.encode("utf-8", errors="surrogatepass")
+    with open(request.path, "rb") as f:
+        return f.read()
+
+
+def _targets_setting(request: ExportRequest) -> list[Any]:
+    """The pyproject targets the job will use: the request's, else the nearest pyproject's."""
+    if request.pyproject_targets:
+        return ["request", list(request.pyproject_targets)]
+    pyproject = find_pyproject(request.path, request.root)
+    if not pyproject:
+        return ["none"]
+    entries, problem = pyproject_targets(pyproject)
+    return ["pyproject", pyproject, entries, problem]
+
+
+def first_key(request: ExportRequest, source: bytes) -> str:
+    """The manifest's key: everything except the local imports."""
+    settings = [
+        os.path.abspath(request.path),
+        request.root,
+        request.limits.timeout_s,
+        request.limits.memory_mb,
+        request.strict_default,
+        sorted(request.skip),
+        _targets_setting(request),
+        environment(),
+    ]
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=repr).encode())
+    h.update(b"\x00source\x00")
+    h.update(hashlib.sha256(source).digest())
+    return h.hexdigest()
+
+
+def second_key(key1: str, deps: list[str], digests: list[str] | None = None) -> str | None:
+    """The entry's key: the first key plus the sha256 of each dependency's bytes —
+    ``digests`` when given (what the export read), else the files' current bytes;
+    None when one cannot be read (a miss)."""
+    h = hashlib.sha256(key1.encode())
+    for i, dep in enumerate(deps):
+        if digests is not None:
+            try:
+                digest = bytes.fromhex(digests[i])
+            except (IndexError, ValueError):
+                return None
+        else:
+            try:
+                with open(dep, "rb") as f:
+                    digest = hashlib.sha256(f.read()).digest()
+            except OSError:
+                return None
+        if len(digest) != 32:
+            return None
+        h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")
+        h.update(digest)
+    return h.hexdigest()

@@ -1,0 +1,392 @@
+"""Content-addressed cache of export results. Torch-free (the CLI and server use it).
+
+A result depends on the file's bytes, the settings of the request, the torch,
+Python and exportlens versions -- and on the local modules the file imports, which
+are only known after a run. So, like ccache's direct mode, there are two levels:
+
+* the *manifest*, keyed by the first-level hash (path, bytes, settings, versions),
+  records the local import paths of the last stored result;
+* the *entry*, keyed by the first-level hash plus the current bytes of those
+  imports, holds the ``FileResult``.
+
+A lookup reads the manifest, hashes the dependencies as they are now (a missing one
+is a miss) and reads the entry. Editing a helper module changes the second key.
+
+Files are written to a temporary file in the same folder and renamed into place, so
+a reader sees a whole old file or a whole new one, and two writers of one key leave
+one valid entry. Each file carries a header (magic, format version, length, digest
+of the payload): anything that does not check out is a miss, logged as a warning,
+and the next store rewrites it. The folder is bounded: a hit touches the files'
+mtime, and when a store takes the folder over ``max_bytes`` the oldest files go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from exportlens.core.cache.atomic import write_atomic
+from exportlens.core.cache.keys import CACHE_FORMAT, first_key, second_key, source_bytes
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.plain import from_plain, pack
+from exportlens.core.model.results import FileResult
+from exportlens.core.serde.codec import unpack as bounded_unpack
+
+log = logging.getLogger("exportlens.cache")
+
+MAGIC = b"ELC\x00"
+# magic, format, kind, payload length, sha256 of the payload
+HEADER = struct.Struct(">4sHBI32s")
+KIND_ENTRY, KIND_MANIFEST = 1, 2
+SUFFIX = {KIND_ENTRY: ".entry", KIND_MANIFEST: ".manifest"}
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024  # larger cache files are refused on read (and not written)
+RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
+STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
+EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
+
+UNCACHEABLE_CODES = frozenset({"timeout", "out-of-memory", "worker-crash"})
+_CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest)$")
+_SHARD = re.compile(r"^[0-9a-f]{2}$")
+_TEMP_PREFIX = ".tmp-"
+_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is a cache of exportlens results; see exportlens cache clear.\n"
+
+
+def default_cache_dir() -> Path:
+    """``$EXPORTLENS_CACHE_DIR``, else ``$XDG_CACHE_HOME/exportlens``, else ``~/.cache/exportlens``."""
+    explicit = os.environ.get("EXPORTLENS_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    # The XDG spec says a relative value is invalid and must be ignored.
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "exportlens"
+    return Path.home() / ".cache" / "exportlens"
+
+
+def cacheable(result: FileResult) -> bool:
+    """Whether a result depends only on the code, not on the machine's state."""
+    for d in result.diagnostics:
+        if d.code in UNCACHEABLE_CODES:
+            return False
+        # A module that is not there is not in local_imports either, so creating it
+        # later would not invalidate the entry: such results are always re-run.
+        if d.code == "import-error" and ("ModuleNotFoundError" in d.message or "ImportError" in d.message):
+            return False
+    return True
+
+
+# -- files ---------------------------------------------------------------------------
+
+
+class CorruptEntry(ValueError):
+    """A cache file that does not decode (truncated, garbage, another format)."""
+
+
+def encode_file(kind: int, payload: bytes) -> bytes:
+    return HEADER.pack(MAGIC, CACHE_FORMAT, kind, len(payload), hashlib.sha256(payload).digest()) + payload
+
+
+def decode_file(kind: int, data: bytes) -> Any:
+    """The plain payload of a cache file, or CorruptEntry."""
+    if len(data) < HEADER.size:
+        raise CorruptEntry(f"{len(data)} bytes, shorter than the header")
+    magic, version, found_kind, length, digest = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CorruptEntry("not an exportlens cache file")
+    if version != CACHE_FORMAT:
+        raise CorruptEntry(f"cache format {version}, this exportlens reads {CACHE_FORMAT}")
+    if found_kind != kind:
+        raise CorruptEntry(f"kind {found_kind}, expected {kind}")
+    payload = data[HEADER.size :]
+    if len(payload) != length:
+        raise CorruptEntry(f"payload of {len(payload)} bytes, the header says {length} (truncated?)")
+    if hashlib.sha256(payload).digest() != digest:
+        raise CorruptEntry("the payload does not match its digest")
+    try:
+        return bounded_unpack(payload)  # bounded lengths, no ext types
+    except ValueError as e:
+        raise CorruptEntry(str(e)) from None
+
+
+class ResultCache:
+    """The cache in ``directory`` (default: :func:`default_cache_dir`), at most
+    about ``max_bytes`` on disk. Thread-safe; lookups never raise, stores never raise."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.directory = Path(directory).expanduser().absolute() if directory is not None else default_cache_dir()
+        self.max_bytes = max_bytes
+        self.hits = 0
+        self.misses = 0
+        self.corrupt = 0  # misses because a file was unreadable
+        self._lock = threading.Lock()
+        # request -> (sha256 of the source seen at lookup, time of the lookup): a
+        # store only keeps a result whose inputs did not change while it was made.
+        self._pending: dict[ExportRequest, tuple[bytes, int]] = {}
+        self._size: int | None = None  # estimate of the folder's size
+        self._scanned_at = 0.0
+        self._store_warned = False
+
+    # ---- public API
+
+    def lookup(self, request: ExportRequest) -> FileResult | None:
+        """The stored result for this request, or None (a miss)."""
+        started_ns = time.time_ns()
+        try:
+            source = source_bytes(request)
+        except (OSError, UnicodeError):
+            self._count(hit=False)
+            return None
+        with self._lock:
+            if len(self._pending) > 4096:  # requests looked up but never stored
+                self._pending.clear()
+            self._pending[request] = (hashlib.sha256(source).digest(), started_ns)
+        result = self._lookup(request, source)
+        self._count(hit=result is not None)
+        return result
+
+    def store(self, request: ExportRequest, result: FileResult) -> None:
+        """Keep ``result`` for ``request``, unless it is not :func:`cacheable` or, when
+        ``lookup(request)`` came first (as it should: look up, export on a miss, store),
+        the file or a local import changed since. IO errors are logged, never raised."""
+        with self._lock:
+            seen = self._pending.pop(request, None)
+        if not cacheable(result) or result.path != request.path:
+            return
+        try:
+            self._store(request, result, seen)
+        except Exception as e:  # noqa: BLE001 - a cache must never break a check
+            self._warn_store(e)
+
+    def clear(self) -> int:
+        """Remove every cache file (only those: the folder may hold other things); the
+        number of results removed."""
+        removed = 0
+        for path, _, _, _ in self._files(include_temp=True):
+            if self._unlink(path) and path.suffix == ".entry":
+                removed += 1
+        for shard in self._shards():
+            try:
+                shard.rmdir()
+            except OSError:
+                pass  # not empty: something else lives there
+        tag = self.directory / "CACHEDIR.TAG"
+        try:
+            if tag.read_text() == _TAG:
+                tag.unlink()
+        except (OSError, UnicodeError):
+            pass
+        with self._lock:
+            self._size = 0
+            self._scanned_at = time.monotonic()
+        return removed
+
+    def size(self) -> int:
+        """Bytes of cache files in the folder now."""
+        return sum(size for _, size, _, _ in self._files())
+
+    def evict(self) -> None:
+        """Delete least-recently-used files until the folder is under ``EVICT_TO`` of the
+        bound (and temporary files a crashed writer left behind)."""
+        files = []
+        for path, size, mtime, temp in self._files(include_temp=True):
+            if temp and time.time_ns() - mtime > STALE_TEMP_S * 1e9:
+                self._unlink(path)
+            elif not temp:
+                files.append((path, size, mtime))
+        total = sum(size for _, size, _ in files)
+        if total > self.max_bytes:
+            files.sort(key=lambda f: f[2])  # oldest mtime first
+            goal = int(self.max_bytes * EVICT_TO)
+            for path, size, _ in files:
+                if total <= goal:
+                    break
+                self._unlink(path)
+                total -= size
+        with self._lock:
+            self._size = total
+            self._scanned_at = time.monotonic()
+
+    def _unlink(self, path: Path) -> bool:
+        try:
+            path.unlink()
+            return True
+        except FileNotFoundError:
+            return False  # another process removed it first
+        except OSError as e:
+            log.warning("cannot remove %s: %s", path, e)
+            return False
+
+    # ---- lookup internals
+
+    def _count(self, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def _path(self, key: str, kind: int) -> Path:
+        return self.directory / key[:2] / (key + SUFFIX[kind])
+
+    def _read(self, key: str, kind: int) -> Any | None:
+        path = self._path(key, kind)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # never stored (or no cache folder at all)
+        except OSError as e:
+            log.warning("cannot read cache file %s: %s", path, e)
+            return None
+        try:
+            if len(data) > MAX_FILE_BYTES:
+                raise CorruptEntry(f"over {MAX_FILE_BYTES} bytes")
+            payload = decode_file(kind, data)
+            if not isinstance(payload, dict) or payload.get("key") != key:
+                raise CorruptEntry("the payload is not for this key")
+            return payload
+        except CorruptEntry as e:
+            self._corrupt(path, e)
+            return None
+
+    def _corrupt(self, path: Path, why: BaseException) -> None:
+        with self._lock:
+            self.corrupt += 1
+        log.warning("ignoring unreadable cache file %s (%s); it will be rewritten", path, why)
+
+    def _lookup(self, request: ExportRequest, source: bytes) -> FileResult | None:
+        try:
+            key1 = first_key(request, source)
+            manifest = self._read(key1, KIND_MANIFEST)
+            if manifest is None:
+                return None
+            deps = manifest.get("deps")
+            if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad dependency list"))
+                return None
+            key2 = second_key(key1, deps)
+            if key2 is None:
+                return None
+            entry = self._read(key2, KIND_ENTRY)
+            if entry is None:
+                return None
+            try:
+                result = from_plain(FileResult, entry.get("result"))
+            except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
+                self._corrupt(self._path(key2, KIND_ENTRY), e)
+                return None
+            if result.path != request.path:
+                return None
+            self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
+            return result
+        except Exception as e:  # noqa: BLE001 - a cache must never break a check
+            log.warning("cache lookup of %s failed: %s", request.path, e)
+            return None
+
+    def _touch(self, *paths: Path) -> None:
+        """Mark as recently used, for eviction."""
+        for path in paths:
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+
+    # ---- store internals
+
+    def _store(self, request: ExportRequest, result: FileResult, seen: tuple[bytes, int] | None) -> None:
+        source = source_bytes(request)
+        deps = list(result.local_imports)
+        if seen is not None:  # looked up before the export: check nothing moved since
+            digest, looked_up_ns = seen
+            if hashlib.sha256(source).digest() != digest:
+                log.debug("%s changed while it was exported; not cached", request.path)
+                return
+            for dep in deps:
+                try:
+                    if os.stat(dep).st_mtime_ns > looked_up_ns:
+                        log.debug("%s changed while %s was exported; not cached", dep, request.path)
+                        return
+                except OSError:
+                    return  # gone already: the entry could never be hit
+        key1 = first_key(request, source)
+        # Key the entry by the dependency bytes the export itself read when it has
+        # them: re-reading them now races with an edit landing mid-store.
+        digests = list(result.local_import_hashes) if len(result.local_import_hashes) == len(deps) else None
+        key2 = second_key(key1, deps, digests)
+        if key2 is None:
+            return
+        entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))
+        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps}))
+        if len(entry) > MAX_FILE_BYTES:
+            return
+        self._ensure_directory()
+        # The entry first: a manifest should not name an entry that is not there yet.
+        written = self._write(self._path(key2, KIND_ENTRY), entry)
+        written += self._write(self._path(key1, KIND_MANIFEST), manifest)
+        self._account(written)
+
+    def _ensure_directory(self) -> None:
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+        tag = self.directory / "CACHEDIR.TAG"  # backup tools skip a tagged folder
+        if not tag.exists():
+            self._write(tag, _TAG.encode())
+
+    def _write(self, path: Path, data: bytes) -> int:
+        path.parent.mkdir(exist_ok=True)
+        write_atomic(path, data, prefix=_TEMP_PREFIX)
+        return len(data)
+
+    def _account(self, written: int) -> None:
+        """Evict when the folder may be over the bound. The size is scanned once per
+        process (and every RESCAN_S), then estimated, so a store stays cheap."""
+        with self._lock:
+            stale = self._size is None or time.monotonic() - self._scanned_at > RESCAN_S
+            if not stale:
+                assert self._size is not None
+                self._size += written
+            over = not stale and self._size is not None and self._size > self.max_bytes
+        if stale or over:
+            self.evict()
+
+    def _warn_store(self, e: BaseException) -> None:
+        # Once per cache: an unwritable folder would otherwise warn for every file.
+        level = logging.DEBUG if self._store_warned else logging.WARNING
+        self._store_warned = True
+        log.log(level, "cannot write to the exportlens cache in %s: %s", self.directory, e)
+
+    # ---- the folder
+
+    def _shards(self) -> list[Path]:
+        try:
+            with os.scandir(self.directory) as it:
+                return [Path(e.path) for e in it if _SHARD.match(e.name) and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+
+    def _files(self, include_temp: bool = False) -> list[tuple[Path, int, int, bool]]:
+        """``(path, size, mtime_ns, temporary)`` of the cache's own files, never anything else."""
+        out = []
+        for shard in self._shards():
+            try:
+                with os.scandir(shard) as it:
+                    for e in it:
+                        temp = e.name.startswith(_TEMP_PREFIX)
+                        if not (_CACHE_FILE.match(e.name) or (include_temp and temp)):
+                            continue
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        out.append((Path(e.path), st.st_size, st.st_mtime_ns, temp))
+            except OSError:
+                continue
+        return out

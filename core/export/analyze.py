@@ -1,0 +1,411 @@
+"""Turning export outcomes into diagnostics at the user's own lines. Torch-free.
+
+The worker hands this module plain facts (an exception's class names, message and
+frames; warnings' texts; a finished signature) so that the rules can be tested as
+tables, without torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from exportlens.core.model.results import Diagnostic, Related
+from exportlens.core.model.signature import INPUT_KINDS, OUTPUT_KINDS, Signature, SourceLine
+from exportlens.core.source.sourcemap import SourceIndex, frames_in_text
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str = ""
+
+
+@dataclass(frozen=True)
+class ErrorFacts:
+    """What the job learned about one failed export."""
+
+    type_names: tuple[str, ...]  # the exception's MRO class names, most derived first
+    message: str
+    frames: tuple[Frame, ...]  # innermost last, chained exceptions included
+    error_type: str | None = None  # torch._dynamo.exc.UserErrorType name, when any
+
+
+def same_file(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def deepest_in_file(frames: Iterable[Frame], path: str) -> Frame | None:
+    found = None
+    for f in frames:
+        if same_file(f.file, path):
+            found = f
+    return found
+
+
+# -- classification -----------------------------------------------------------
+
+_DATA_DEPENDENT = (
+    "Could not guard on data-dependent expression",
+    "Could not extract specialized integer from data-dependent expression",
+    "data-dependent",
+    "GuardOnDataDependentSymNode",
+)
+_UNSUPPORTED_TYPE = (
+    "which is not a known type",
+    "Unsupported input type",
+    "register a pytree",
+    "is not a registered pytree",
+    "not supported as an output",
+    "Unsupported output type",
+    "must be registered as a pytree",
+)
+_UNSUPPORTED_NAMES = {"Unsupported", "UncapturedHigherOrderOpError", "UnsupportedOperatorError"}
+_UNSUPPORTED_USER_ERRORS = {"DYNAMIC_CONTROL_FLOW", "ANTI_PATTERN", "STANDARD_LIBRARY", "UNSUPPORTED_ALIASED_MUTATED_DYNAMIC_INPUTS"}
+_PARAM_GRAD = "a leaf Variable that requires grad is being used in an in-place operation"
+_META_MUTATION = ("num_mutated_inp_runtime_indices", "metadata mutation", "received a metadata mutation")
+# Errors that say the user's code is wrong for any input, not just under export.
+_EAGER_NAMES = {"TypeError", "IndexError", "KeyError", "AttributeError", "NameError", "ZeroDivisionError", "UnboundLocalError", "NotImplementedError"}
+_EAGER_PATTERNS = (
+    "must match the size of tensor",
+    "mat1 and mat2 shapes cannot be multiplied",
+    "must have same reduction dim",
+    "shape '[",
+    "size mismatch",
+    "expected scalar type",
+    "Expected all tensors to be on the same device",
+    "dimension out of range",
+    "Dimension out of range",
+    "out of bounds",
+    "The size of tensor a",
+    "is not broadcastable",
+    "expected input",
+    "Expected input",
+    "found dtype",
+    "but got",
+)
+
+
+def classify(facts: ErrorFacts) -> str:
+    """The diagnostic code for a failed export."""
+    names = set(facts.type_names)
+    msg = facts.message
+    if facts.error_type == "CONSTRAINT_VIOLATION" or "Constraints violated" in msg or "ConstraintViolationError" in names:
+        return "constraint-violation"
+    if "GuardOnDataDependentSymNode" in names or any(p in msg for p in _DATA_DEPENDENT[:2]):
+        return "data-dependent"
+    if _PARAM_GRAD in msg:
+        return "banned-mutation/parameter"
+    if any(p in msg for p in _META_MUTATION):
+        return "banned-mutation/input-metadata"
+    if any(p in msg for p in _UNSUPPORTED_TYPE) or facts.error_type in {"INVALID_INPUT", "INVALID_OUTPUT"} and "type" in msg.lower():
+        return "unsupported-type"
+    if names & _UNSUPPORTED_NAMES or facts.error_type in _UNSUPPORTED_USER_ERRORS:
+        return "unsupported"
+    return "export-error"
+
+
+def is_eager_like(facts: ErrorFacts) -> bool:
+    """Whether the error looks like the model failing as plain Python would."""
+    if set(facts.type_names) & _EAGER_NAMES:
+        return True
+    return any(p in facts.message for p in _EAGER_PATTERNS)
+
+
+# -- messages ------------------------------------------------------------------
+
+_NOISE = (
+    "For more information, run with",
+    "For extended logs",
+    "If you suspect the guard was triggered from C++",
+    "For more debugging help, see",
+    "For C++ stack trace",
+    "The error above occurred when calling torch.export.export",
+    "(Size-like symbols",
+    "from user code:",
+    "Set TORCHDYNAMO_VERBOSE=1",
+    "Explanation:",
+    "Developer debug context:",
+    "For more details about this graph break",
+)
+
+
+def clean_message(message: str, limit: int = 1200) -> str:
+    """Torch's message without its log-flag boilerplate and embedded stack."""
+    lines: list[str] = []
+    skipping_stack = False
+    in_frame = False
+    for line in message.splitlines():
+        stripped = line.strip()
+        # A quoted frame ("File ..., line N") and its code and caret lines.
+        if stripped.startswith('File "') and ", line " in stripped:
+            in_frame = True
+            continue
+        if in_frame and line.startswith("    "):
+            continue
+        in_frame = False
+        if stripped.startswith(("User Stack (most recent call last)", "The following call raised this error", "Traceback (most recent call last)")):
+            skipping_stack = True
+            continue
+        if skipping_stack:
+            if not stripped or line.startswith((" ", "\t")):
+                continue
+            skipping_stack = False
+        for noise in _NOISE:
+            at = line.find(noise)
+            if at >= 0:
+                line = line[:at]
+        if line.strip():
+            lines.append(line.rstrip())
+    text = "\n".join(lines).strip()
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text or message.strip()[:limit]
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+_DD_EXPR = re.compile(r"data-dependent expression (.+?) \(unhinted")
+_DIM_NAMES = re.compile(r"Constraints violated \(([^)]*)\)")
+_SUGGESTED = re.compile(r"Suggested fixes:\s*\n((?:[ \t]+.*\n?)+)")
+_CAUSED_BY = re.compile(r"([\w./\\-]+\.py):(\d+) in (\w+)")
+
+
+def message_for(code: str, facts: ErrorFacts, target: str) -> str:
+    msg = clean_message(facts.message)
+    if code == "data-dependent":
+        m = _DD_EXPR.search(facts.message)
+        expr = m.group(1) if m else None
+        head = (
+            f"export cannot decide `{expr}`: it depends on the value of a tensor, not its shape"
+            if expr
+            else "export cannot branch on a data-dependent value"
+        )
+        return (
+            f"{head}. Tell export what holds with `torch._check(...)` "
+            "(or `torch._check_is_size`), or use `torch.cond` to keep both branches.\n" + msg
+        )
+    if code == "constraint-violation":
+        return "the declared dynamic_shapes are violated: " + msg
+    if code == "unsupported-type":
+        return (
+            msg
+            + "\nRegister the type with `torch.utils._pytree.register_pytree_node` "
+            "(or `torch.export.register_dataclass`), or return/accept plain tensors "
+            "(for transformers models, pass `use_cache=False`)."
+        )
+    if code == "banned-mutation/parameter":
+        return (
+            "in-place mutation of a parameter that requires grad is banned in export: "
+            "mutate a buffer instead, or run it under `torch.no_grad()`/set `requires_grad=False`."
+        )
+    if code == "banned-mutation/input-metadata":
+        return (
+            "metadata mutation of a graph input (a shape/stride change such as `transpose_`, "
+            "`t_`, `squeeze_`, `resize_`) is banned in export: use the out-of-place op "
+            "(`x = x.transpose(0, 1)`)."
+        )
+    if code == "eager-error":
+        return f"`{target}` fails when run: " + msg
+    return msg
+
+
+# -- locating ------------------------------------------------------------------
+
+
+def message_frames(message: str, path: str) -> list[Frame]:
+    """Frames of the model file quoted in torch's message (user stacks, "Caused by")."""
+    out = [Frame(f, line, fn) for f, line, fn in frames_in_text(message) if same_file(f, path)]
+    if out:
+        return out
+    real = os.path.realpath(path)
+    for m in _CAUSED_BY.finditer(message):
+        fragment = m.group(1)
+        if real.endswith(fragment.lstrip("./")) and len(fragment) >= 4:
+            out.append(Frame(path, int(m.group(2)), m.group(3)))
+    return out
+
+
+def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLine) -> SourceLine:
+    """The user's line for an export error: the deepest frame in the file, else the
+    deepest frame torch quotes in its message, else ``fallback`` (the target line)."""
+    frame = deepest_in_file(facts.frames, path)
+    if frame is None:
+        quoted = message_frames(facts.message, path)
+        frame = quoted[-1] if quoted else None
+    if frame is None:
+        return fallback
+    return statement_at(index, frame.line)
+
+
+def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | None) -> SourceLine | None:
+    """An output the program cannot return points at ``forward``'s ``return``."""
+    if "output" not in facts.message or module_class is None:
+        return None
+    info = index.classes.get(getattr(module_class, "__qualname__", ""))
+    forward = info.methods.get("forward") if info else None
+    return forward.returns[-1] if forward and forward.returns else None
+
+
+def complete_range(d: Diagnostic, index: SourceIndex) -> Diagnostic:
+    """Every diagnostic gets an end: editors underline ranges, not points."""
+    if d.end_line is not None and d.end_column is not None:
+        return d
+    full = statement_at(index, d.line)
+    if d.column > 1 and d.end_line is None:
+        full = SourceLine(d.line, d.column, d.line, max(full.end_column or d.column + 1, d.column + 1))
+    end_line = d.end_line if d.end_line is not None else full.end_line or d.line
+    end_column = full.end_column if end_line == d.line and full.end_column else d.column + 1
+    column = d.column if d.column > 1 or full.column is None else full.column
+    return Diagnostic(d.code, d.message, d.line, column, end_line, end_column, d.target, d.related)
+
+
+def statement_at(index: SourceIndex, line: int) -> SourceLine:
+    """A whole source line as a range, without its indentation."""
+    text = index.line_text(line)
+    if not text.strip():
+        return SourceLine(line)
+    # Columns are UTF-8 bytes, as ast's (the indentation is ASCII whitespace).
+    start = len(text) - len(text.lstrip()) + 1
+    return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1)
+
+
+def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tuple[SourceLine | None, tuple[Related, ...]]:
+    """A constraint violation points at the ``Dim`` declaration; the specialising
+    line in the model, when torch names it, becomes related information."""
+    related: list[Related] = []
+    where: SourceLine | None = None
+    m = _DIM_NAMES.search(facts.message)
+    names = [n.strip() for n in m.group(1).split(",")] if m else []
+    for name in names:
+        decl = index.dim_declaration(name)
+        if decl is None:
+            continue
+        if where is None:
+            where = decl
+        else:
+            related.append(Related(path, decl.line, f"`{name}` is declared here", decl.column))
+    culprit = deepest_in_file(facts.frames, path) or next(iter(message_frames(facts.message, path)[::-1]), None)
+    if culprit is not None:
+        related.append(Related(path, culprit.line, "the code that specialised the dimension"))
+    return where, tuple(related)
+
+
+def suggested_fixes(message: str) -> str | None:
+    m = _SUGGESTED.search(message)
+    return m.group(1).rstrip() if m else None
+
+
+# -- after a successful export ---------------------------------------------------
+
+_MUTATION_CODES = {
+    "BUFFER_MUTATION": ("mutation/buffer", "the program mutates buffer `{t}`: it becomes a `BUFFER_MUTATION` output `{n}`, copied back after each call"),
+    "USER_INPUT_MUTATION": ("mutation/user-input", "the program mutates its input `{t}` in place: it becomes a `USER_INPUT_MUTATION` output `{n}`"),
+    "PARAMETER_MUTATION": ("mutation/parameter", "the program mutates parameter `{t}`: it becomes a `PARAMETER_MUTATION` output `{n}`"),
+}
+
+
+def mutation_diagnostics(sig: Signature, target: str, fallback: SourceLine) -> list[Diagnostic]:
+    out = []
+    for spec in sig.outputs:
+        if spec.kind in _MUTATION_CODES:
+            code, text = _MUTATION_CODES[spec.kind]
+            out.append(Diagnostic.at(code, text.format(t=spec.target, n=spec.arg.name), spec.source or fallback, target))
+    return out
+
+
+def signature_diagnostics(
+    sig: Signature,
+    *,
+    placeholders: Sequence[str],
+    graph_outputs: Sequence[str],
+    parameters: Iterable[str],
+    buffers: Iterable[str],
+    constants: Iterable[str],
+    target: str,
+    fallback: SourceLine,
+) -> list[Diagnostic]:
+    """``unknown-input-kind``/``unknown-output-kind``: what the schema cannot classify.
+
+    A kind it does not know, a graph placeholder (output) no spec covers, a spec
+    whose target names no parameter, buffer or constant of the module.
+    """
+    params, bufs, consts = set(parameters), set(buffers), set(constants)
+    state_by_kind = {"PARAMETER": params, "BUFFER": bufs, "CONSTANT_TENSOR": consts | bufs, "CUSTOM_OBJ": consts}
+    out: list[Diagnostic] = []
+
+    def add(code: str, message: str, where: SourceLine | None) -> None:
+        out.append(Diagnostic.at(code, message, where or fallback, target))
+
+    covered = set()
+    user_inputs = set()
+    for spec in sig.inputs:
+        covered.add(spec.arg.name)
+        if spec.kind not in INPUT_KINDS:
+            add("unknown-input-kind", f"input `{spec.arg.name}` has kind `{spec.kind}`, which this version of exportlens does not know", spec.source)
+            continue
+        if spec.kind == "USER_INPUT":
+            user_inputs.add(spec.arg.name)
+        names = state_by_kind.get(spec.kind)
+        if names is not None and spec.target not in names:
+            add("unknown-input-kind", f"input `{spec.arg.name}` ({spec.kind}) names target `{spec.target}`, which is no {spec.kind.lower().replace('_', ' ')} of the module", spec.source)
+    for name in placeholders:
+        if name not in covered:
+            add("unknown-input-kind", f"graph input `{name}` is covered by no input spec: its kind is unknown", None)
+
+    out_covered = set()
+    for o in sig.outputs:
+        out_covered.add(o.arg.name)
+        if o.kind not in OUTPUT_KINDS:
+            add("unknown-output-kind", f"output `{o.arg.name}` has kind `{o.kind}`, which this version of exportlens does not know", o.source)
+            continue
+        expected = {"BUFFER_MUTATION": bufs, "PARAMETER_MUTATION": params, "GRADIENT_TO_PARAMETER": params, "USER_INPUT_MUTATION": user_inputs}.get(o.kind)
+        if expected is not None and o.target not in expected:
+            add("unknown-output-kind", f"output `{o.arg.name}` ({o.kind}) names target `{o.target}`, which names nothing it could mutate", o.source)
+    for name in graph_outputs:
+        if name not in out_covered:
+            add("unknown-output-kind", f"graph output `{name}` is covered by no output spec: its kind is unknown", None)
+    return out
+
+
+_ATTR_WARNING = re.compile(r"The tensor attributes? (.+?) (?:was|were) assigned during export")
+_SELF_ATTR = re.compile(r"self\.([A-Za-z_]\w*)")
+
+
+def tensor_attribute_diagnostics(warnings: Iterable[str], index: SourceIndex, target: str, fallback: SourceLine) -> list[Diagnostic]:
+    """torch only warns when ``forward`` assigns a tensor attribute that is not a
+    buffer, and silently drops the update; report it at each assignment."""
+    out: list[Diagnostic] = []
+    seen: set[str] = set()
+    for text in warnings:
+        m = _ATTR_WARNING.search(text)
+        if not m:
+            continue
+        for attr_path in m.group(1).split(", "):
+            am = _SELF_ATTR.search(attr_path)
+            if not am:
+                continue
+            attr = am.group(1).split(".")[-1] if "." in am.group(1) else am.group(1)
+            if attr in seen:
+                continue
+            seen.add(attr)
+            message = (
+                f"`self.{attr}` is a tensor attribute assigned in `forward` but not a registered buffer: "
+                "export keeps its first value and silently drops this update. "
+                f"Register it with `self.register_buffer({attr!r}, ...)` and update it in place."
+            )
+            places = index.attribute_assignments(attr) or [fallback]
+            for where in places:
+                out.append(Diagnostic.at("banned-mutation/tensor-attribute", message, where, target))
+    return out

@@ -1,0 +1,198 @@
+"""Torch side of the signature: a real ``ExportedProgram`` -> :class:`Signature`.
+
+Runs inside the export worker (it imports torch). It copies torch's functional
+``ExportGraphSignature`` spec for spec (kinds, argument names, targets, order,
+``persistent``), adds tensor metadata from the graph's placeholder/output nodes and
+the symbol ranges, and attaches to every spec the line of the model file it comes
+from (``exportlens.core.export.specsource``).
+
+Everything is best effort: odd metadata, unknown argument classes or kinds give
+``None`` fields, never an exception, because a signature with a missing line is
+still far more useful than no signature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from exportlens.core.export.specsource import (
+    SourceContext,
+    _arg_name,
+    _input_source,
+    _kind_name,
+    _output_source,
+    _user_input_sources,
+)
+from exportlens.core.model.signature import (
+    ArgSpec,
+    InputSpec,
+    OutputSpec,
+    Signature,
+    TensorMeta,
+)
+from exportlens.core.source.sourcemap import SourceIndex
+
+__all__ = ["extract_signature", "graph_text"]
+
+_ARG_KINDS: dict[str, str] = {
+    "TensorArgument": "tensor",
+    "SymIntArgument": "symint",
+    "SymFloatArgument": "symfloat",
+    "SymBoolArgument": "symbool",
+    "ConstantArgument": "constant",
+    "CustomObjArgument": "custom_obj",
+    "TokenArgument": "token",
+}
+
+
+
+
+def graph_text(ep: torch.export.ExportedProgram) -> str:
+    """The graph module's readable code, as ``print(ep.graph_module)`` would, uncoloured."""
+    return str(ep.graph_module.print_readable(print_output=False, colored=False))
+
+
+def extract_signature(
+    ep: torch.export.ExportedProgram,
+    module: torch.nn.Module,
+    *,
+    index: SourceIndex,
+    args: tuple,
+    kwargs: dict | None,
+) -> Signature:
+    """The torch-free signature of ``ep`` with tensor metadata and source lines."""
+    ctx = SourceContext(ep, module, index)
+    sig = ep.graph_signature
+    user_sources = _user_input_sources(ctx, sig.input_specs, args, kwargs or {})
+    inputs: list[InputSpec] = []
+    for i, spec in enumerate(sig.input_specs):
+        inputs.append(
+            InputSpec(
+                kind=_kind_name(spec.kind),
+                arg=_arg_spec(spec.arg, ctx.placeholders.get(_arg_name(spec.arg))),
+                target=spec.target,
+                persistent=getattr(spec, "persistent", None),
+                source=user_sources.get(i) or _input_source(ctx, spec),
+            )
+        )
+    produced = _output_values(ep, len(sig.output_specs))
+    outputs: list[OutputSpec] = []
+    for spec, value in zip(sig.output_specs, produced, strict=True):
+        node = value if isinstance(value, torch.fx.Node) else None
+        outputs.append(
+            OutputSpec(
+                kind=_kind_name(spec.kind),
+                arg=_arg_spec(spec.arg, node),
+                target=spec.target,
+                source=_output_source(ctx, spec, node),
+            )
+        )
+    return Signature(tuple(inputs), tuple(outputs), _ranges(ep))
+
+
+
+def _arg_spec(arg: Any, node: torch.fx.Node | None) -> ArgSpec:
+    kind = _ARG_KINDS.get(type(arg).__name__, type(arg).__name__.lower())
+    name = _arg_name(arg)
+    val = node.meta.get("val") if node is not None else None
+    if kind == "constant":
+        return ArgSpec(kind, name, value=_plain(getattr(arg, "value", None)))
+    if kind == "custom_obj":
+        fqn = getattr(arg, "class_fqn", None)
+        return ArgSpec(kind, name, class_fqn=fqn if isinstance(fqn, str) else None)
+    if kind in ("symint", "symfloat", "symbool"):
+        return ArgSpec(kind, name, value=_sym_text(val))
+    if kind == "tensor":
+        return ArgSpec(kind, name, meta=tensor_meta(val))
+    return ArgSpec(kind, name)
+
+
+def _plain(value: Any) -> Any:
+    """Constants the JSON contract can carry as they are; anything else as its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _sym_text(val: Any) -> str | None:
+    """``"s0"`` for a symbolic scalar; its value as text when it is concrete."""
+    if val is None:
+        return None
+    node = getattr(val, "node", None)
+    expr = getattr(node, "expr", None)
+    return str(expr if expr is not None else val)
+
+
+def _dim(d: Any) -> int | str:
+    if isinstance(d, int):
+        return d
+    expr = getattr(getattr(d, "node", None), "expr", None)
+    if expr is not None and getattr(expr, "is_number", False):
+        try:
+            return int(expr)
+        except (TypeError, ValueError):
+            pass
+    return str(expr if expr is not None else d)
+
+
+def tensor_meta(val: Any) -> TensorMeta | None:
+    """Dtype, shape, device and ``requires_grad`` of a (fake) tensor; None otherwise."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    try:
+        return TensorMeta(
+            dtype=str(val.dtype).removeprefix("torch."),
+            shape=tuple(_dim(d) for d in val.shape),
+            device=str(val.device),
+            requires_grad=bool(val.requires_grad),
+        )
+    except Exception:  # exotic subclasses can raise on any of these; metadata is optional
+        return None
+
+
+def _ranges(ep: torch.export.ExportedProgram) -> dict[str, tuple[int | None, int | None]]:
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for sym, vr in (getattr(ep, "range_constraints", None) or {}).items():
+        out[str(sym)] = (_bound(getattr(vr, "lower", None)), _bound(getattr(vr, "upper", None)))
+    return out
+
+
+def _bound(value: Any) -> int | None:
+    """An int for a finite end; None for ``int_oo``/``oo`` (or anything unreadable)."""
+    if value is None or _is_infinite(value):
+        return None
+    try:
+        if getattr(value, "is_Boolean", False):  # SymBool ranges are sympy.true/false
+            return int(bool(value))
+        return int(value)
+    except Exception:  # sympy raises all sorts of things on odd atoms
+        return None
+
+
+def _is_infinite(value: Any) -> bool:
+    # torch's int_oo claims is_finite=True, so compare with it explicitly.
+    from torch.utils._sympy.numbers import int_oo
+
+    if value == int_oo or value == -int_oo:
+        return True
+    return bool(getattr(value, "is_infinite", False))
+
+
+def _output_values(ep: torch.export.ExportedProgram, count: int) -> list[Any]:
+    """The output node's arguments, one per output spec (None where unknown)."""
+    outs = [n for n in ep.graph.nodes if n.op == "output"]
+    values: list[Any] = []
+    if outs and outs[-1].args:
+        first = outs[-1].args[0]
+        values = list(first) if isinstance(first, (tuple, list)) else [first]
+    if len(values) != count:  # do not guess a pairing that may be off by one
+        by_name = {n.name: n for n in ep.graph.nodes}
+        return [by_name.get(_arg_name(s.arg)) for s in ep.graph_signature.output_specs]
+    return values
+
+
+# -- USER_INPUT -> forward parameter ---------------------------------------------------
+
+

@@ -1,0 +1,258 @@
+"""One export job: run a model file, export each target it declares, analyse.
+
+Runs in the disposable job process the worker forks: it imports torch and runs
+the user's code. ``run_job`` streams ``targets``/``begin`` events so the worker
+knows which target a crash or a hang belongs to, and returns the ``FileResult``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any, Callable
+
+from exportlens.core.export import analyze
+from exportlens.core.export.analyze import ErrorFacts, Frame, deepest_in_file, statement_at
+from exportlens.core.export.loader import Loaded, frames_of, load
+from exportlens.core.export.targets import Built, Candidate, TargetError, discover, find_pyproject, pyproject_targets
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.plain import to_plain
+from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def run_job(request: ExportRequest, emit: Emit) -> FileResult:
+    started = time.perf_counter()
+    from exportlens.target import REGISTRY
+
+    REGISTRY.clear()
+    loaded = load(request.path, request.source, request.root)
+    diagnostics = list(loaded.diagnostics)
+    results: list[TargetResult] = []
+    if loaded.module is not None:
+        entries = list(request.pyproject_targets)
+        if not entries:
+            pyproject = find_pyproject(request.path, request.root)
+            if pyproject:
+                entries, problem = pyproject_targets(pyproject)
+                if problem:
+                    diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
+        candidates = discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
+        emit({"ev": "targets", "targets": [to_plain(c.decl) for c in candidates]})
+        for candidate in candidates:
+            if candidate.decl.name in request.skip:
+                continue
+            emit({"ev": "begin", "target": candidate.decl.name})
+            try:
+                result, found = export_target(candidate, loaded)
+            except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
+                result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
+                found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
+            found = [analyze.complete_range(d, loaded.index) for d in found]
+            emit({"ev": "done", "target": to_plain(result), "diagnostics": [to_plain(d) for d in found]})
+            results.append(result)
+            diagnostics.extend(found)
+    else:
+        emit({"ev": "targets", "targets": []})
+    return FileResult(
+        path=request.path,
+        diagnostics=tuple(analyze.complete_range(d, loaded.index) for d in diagnostics),
+        targets=tuple(results),
+        local_imports=tuple(loaded.local_imports),
+        local_import_hashes=tuple(loaded.local_import_hashes),
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+    ).sorted()
+
+
+def _facts(e: BaseException) -> ErrorFacts:
+    error_type = getattr(getattr(e, "error_type", None), "name", None)
+    return ErrorFacts(
+        type_names=tuple(c.__name__ for c in type(e).__mro__),
+        message=str(e),
+        frames=tuple(frames_of(e)),
+        error_type=error_type,
+    )
+
+
+def _build(candidate: Candidate, loaded: Loaded) -> Built | Diagnostic:
+    name = candidate.decl.name
+    try:
+        return candidate.build()
+    except TargetError as e:
+        return Diagnostic.at("target-error", f"target `{name}`: {e}", candidate.where, name)
+    except BaseException as e:  # noqa: BLE001 - any failure of user code is a finding
+        frame = deepest_in_file(frames_of(e), loaded.path)
+        where = statement_at(loaded.index, frame.line) if frame else candidate.where
+        detail = str(e).strip()
+        return Diagnostic.at(
+            "target-error",
+            f"building target `{name}` raised {type(e).__name__}" + (f": {detail}" if detail else ""),
+            where,
+            name,
+        )
+
+
+def export_target(candidate: Candidate, loaded: Loaded) -> tuple[TargetResult, list[Diagnostic]]:
+    import torch
+
+    name, line = candidate.decl.name, candidate.decl.line
+    built = _build(candidate, loaded)
+    if isinstance(built, Diagnostic):
+        return TargetResult(name, line, "error"), [built]
+
+    started = time.perf_counter()
+    failure: BaseException | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ep = torch.export.export(
+                built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict
+            ).run_decompositions({})
+        except BaseException as e:  # noqa: BLE001 - SystemExit in forward too
+            failure = e
+    export_ms = (time.perf_counter() - started) * 1000
+    warning_texts = [str(w.message) for w in caught]
+
+    if failure is not None:
+        found = diagnose_failure(failure, built, candidate, loaded)
+        found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
+        return TargetResult(name, line, "error", export_ms), found
+
+    from exportlens.core.export.extract import extract_signature, graph_text
+
+    signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs)
+    found = analyze.mutation_diagnostics(signature, name, candidate.where)
+    found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
+    output_node = next(n for n in ep.graph.nodes if n.op == "output")
+    found += analyze.signature_diagnostics(
+        signature,
+        placeholders=[n.name for n in ep.graph.nodes if n.op == "placeholder"],
+        graph_outputs=[a.name for a in output_node.args[0] if isinstance(a, torch.fx.Node)],
+        parameters=[n for n, _ in built.module.named_parameters(remove_duplicate=False)],
+        buffers=[n for n, _ in built.module.named_buffers(remove_duplicate=False)],
+        constants=list(ep.constants),
+        target=name,
+        fallback=candidate.where,
+    )
+    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found)), found
+
+
+def _program_bytes(ep: Any, found: list[Diagnostic]) -> bytes:
+    """The program as msgpack, or nothing when it holds what the schema cannot store
+    (say, an exotic node value): the export itself still counts as ok."""
+    from exportlens.core.serde.encode import to_bytes
+
+    try:
+        return to_bytes(ep, diagnostics=tuple(found))
+    except Exception:  # noqa: BLE001 - a missing program must never fail the export
+        return b""
+
+
+def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded) -> list[Diagnostic]:
+    name, path, index = candidate.decl.name, loaded.path, loaded.index
+    facts = _facts(failure)
+    code = analyze.classify(facts)
+
+    if code == "data-dependent":
+        collected = _data_dependent(built, loaded, name)
+        if collected:
+            return collected
+    if code == "constraint-violation":
+        where, related = analyze.constraint_location(facts, index, path)
+        related = _specialisations(built, loaded) + tuple(r for r in related if not r.message.startswith("the code"))
+        if where is None and related:
+            where = statement_at(index, related[0].line)
+        where = where or analyze.locate(facts, path, index, candidate.where)
+        return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name, related)]
+
+    if code in {"export-error", "unsupported", "banned-mutation/parameter", "banned-mutation/input-metadata"}:
+        # Run the model once as plain PyTorch: it tells a model that is simply
+        # broken from one export rejects, and finds banned mutations' lines.
+        from exportlens.core.export.mutations import run_eagerly
+
+        eager = run_eagerly(built.module, built.args, built.kwargs, path)
+        banned = [m for m in eager.mutations if m.frame is not None]
+        if banned:
+            out = []
+            for m in banned:
+                mcode = f"banned-mutation/{m.kind}"
+                where = index.inplace_call_at(m.frame.line, m.op) or statement_at(index, m.frame.line)  # type: ignore[union-attr]
+                what = f"input `{m.name}`" if m.kind == "input-metadata" else f"parameter `{m.name}`"
+                out.append(Diagnostic.at(mcode, f"`{m.op}` on {what}: " + analyze.message_for(mcode, facts, name), where, name))
+            return out
+        if eager.error is not None and code != "banned-mutation/parameter":
+            efacts = _facts(eager.error)
+            if deepest_in_file(efacts.frames, path) is not None:
+                where = analyze.locate(efacts, path, index, candidate.where)
+                return [Diagnostic.at("eager-error", analyze.message_for("eager-error", efacts, name), where, name)]
+        if code.startswith("banned-mutation/"):
+            code = "export-error"
+    elif analyze.is_eager_like(facts) and deepest_in_file(facts.frames, path) is not None:
+        code = "eager-error"
+    elif code == "unsupported-type":
+        returned = analyze.output_location(facts, index, candidate.module_class or type(built.module))
+        if returned is not None and deepest_in_file(facts.frames, path) is None:
+            return [Diagnostic.at(code, analyze.message_for(code, facts, name), returned, name)]
+
+    where = analyze.locate(facts, path, index, candidate.where)
+    return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name)]
+
+
+def _draft_failures(built: Built, loaded: Loaded) -> list[tuple[str, str, Frame]]:
+    """``(failure type, expression, frame in the file)`` for each problem
+    ``draft_export`` records with a user stack, where ``export`` stops at the first."""
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.draft_export(built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict)
+        report = ep._report  # type: ignore[attr-defined]
+    except BaseException:  # noqa: BLE001 - fall back to the first error alone
+        return []
+    files: dict[Any, str] = dict(getattr(report, "str_to_filename", {}) or {})
+    out = []
+    for failure in report.failures:
+        data = failure.data if isinstance(failure.data, dict) else {}
+        stack = data.get("user_stack") or data.get("stack") or []
+        if not isinstance(stack, list):
+            continue
+        frames = [Frame(files.get(f.get("filename"), str(f.get("filename"))), int(f.get("line", 0)), f.get("name", "")) for f in stack if isinstance(f, dict)]
+        frame = deepest_in_file(frames, loaded.path)
+        if frame is not None:
+            out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame))
+    return out
+
+
+def _data_dependent(built: Built, loaded: Loaded, name: str) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    seen: set[int] = set()
+    for kind, expr, frame in _draft_failures(built, loaded):
+        if kind != "DATA_DEPENDENT_ERROR" or frame.line in seen:
+            continue
+        seen.add(frame.line)
+        code = loaded.index.line_text(frame.line).strip()
+        message = (
+            f"`{code}` depends on the value of a tensor, not its shape: export cannot decide "
+            f"`{expr}`. Tell export what holds with `torch._check(...)` (or "
+            "`torch._check_is_size`), or use `torch.cond` to keep both branches."
+        )
+        out.append(Diagnostic.at("data-dependent", message, statement_at(loaded.index, frame.line), name))
+    return out
+
+
+def _specialisations(built: Built, loaded: Loaded) -> tuple[Related, ...]:
+    """The lines whose guards pinned a dimension declared dynamic."""
+    related = []
+    seen: set[int] = set()
+    for kind, expr, frame in _draft_failures(built, loaded):
+        if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and frame.line not in seen:
+            seen.add(frame.line)
+            related.append(Related(loaded.path, frame.line, f"this code specialises the dimension (`{expr}`)"))
+    return tuple(related)
+
+
+def default_request(path: str, **kw: Any) -> ExportRequest:
+    return ExportRequest(id=0, path=os.path.abspath(path), **kw)

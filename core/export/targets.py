@@ -1,0 +1,236 @@
+"""Finding the targets a file declares, in the three forms of the contract.
+
+1. ExportDB-style module globals: ``model`` + ``example_args`` (+ ``example_kwargs``,
+   ``dynamic_shapes``, ``strict``).
+2. ``@exportlens.target`` on an ``nn.Module`` subclass or a zero-argument factory.
+3. ``[tool.exportlens] targets = ["pkg/models.py:make_model"]`` in pyproject.toml.
+
+Discovery runs in the job process after the file ran; building a target (calling
+the factory, constructing the class) may raise, which becomes ``target-error``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from exportlens.core.model.results import TargetDecl
+from exportlens.core.model.signature import SourceLine
+from exportlens.core.source.sourcemap import SourceIndex
+
+
+class TargetError(Exception):
+    """A declared target is malformed; the message says how to fix it."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+@dataclass
+class Built:
+    module: Any  # torch.nn.Module
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] | None
+    dynamic_shapes: Any
+    strict: bool
+
+
+@dataclass
+class Candidate:
+    decl: TargetDecl
+    where: SourceLine
+    build: Callable[[], Built]
+    module_class: type | None = None
+
+
+def _nn_module() -> type:
+    import torch
+
+    return torch.nn.Module
+
+
+def _check_args(value: Any, what: str) -> tuple[Any, ...]:
+    if callable(value) and not isinstance(value, tuple):
+        value = value()
+    if isinstance(value, list):
+        raise TargetError(f"{what} is a list; it must be a tuple (write `({', '.join(['...'] * min(len(value), 2))},)`)")
+    if not isinstance(value, tuple):
+        raise TargetError(f"{what} must be a tuple of example inputs, not {type(value).__name__}")
+    return value
+
+
+def _check_kwargs(value: Any, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TargetError(f"{what} must be a dict, not {type(value).__name__}")
+    return value
+
+
+def _check_module(value: Any, what: str) -> Any:
+    if not isinstance(value, _nn_module()):
+        raise TargetError(f"{what} is a {type(value).__name__}, not a torch.nn.Module instance")
+    return value
+
+
+def _class_where(cls: type, module: types.ModuleType, index: SourceIndex) -> SourceLine | None:
+    if getattr(cls, "__module__", None) != module.__name__:
+        return None
+    info = index.classes.get(getattr(cls, "__qualname__", "")) or index.class_by_name(cls.__name__)
+    return info.where if info else None
+
+
+def _function_where(fn: Any, index: SourceIndex) -> SourceLine | None:
+    qualname = getattr(fn, "__qualname__", "")
+    info = index.functions.get(qualname) or index.function_by_name(getattr(fn, "__name__", ""))
+    if info is None:
+        for cls in index.classes.values():
+            for m in cls.methods.values():
+                if m.qualname == qualname:
+                    info = m
+    return info.where if info else None
+
+
+def _from_factory(fn: Callable[[], Any], what: str, dynamic_shapes: Any = None, strict: bool = False) -> Built:
+    result = fn()
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        raise TargetError(f"{what} must return (module, args) or (module, args, kwargs), not {type(result).__name__}")
+    module = _check_module(result[0], f"the module {what} returns")
+    args = _check_args(result[1], f"the args {what} returns")
+    kwargs = _check_kwargs(result[2] if len(result) == 3 else None, f"the kwargs {what} returns")
+    return Built(module, args, kwargs, dynamic_shapes, strict)
+
+
+def discover(module: types.ModuleType, index: SourceIndex, *, strict_default: bool, pyproject_entries: list[str], root: str | None) -> list[Candidate]:
+    out: list[Candidate] = []
+    out.extend(_globals_form(module, index, strict_default))
+    out.extend(_decorator_form(module, index, strict_default))
+    out.extend(_pyproject_form(module, index, strict_default, pyproject_entries))
+    return out
+
+
+def _globals_form(module: types.ModuleType, index: SourceIndex, strict_default: bool) -> list[Candidate]:
+    g = vars(module)
+    if "example_args" not in g:
+        return []
+    model = g.get("model")
+    assign = index.global_assignments.get("model") or index.global_assignments.get("example_args") or SourceLine(1)
+    cls = type(model) if model is not None else None
+    name = cls.__name__ if cls is not None and isinstance(model, _nn_module()) else "model"
+    where = (_class_where(cls, module, index) if cls is not None else None) or assign
+    strict = bool(g.get("strict", strict_default))
+
+    def build() -> Built:
+        if "model" not in g:
+            raise TargetError("the file defines `example_args` but no `model`: add `model = YourModule()`")
+        m = _check_module(g["model"], "`model`")
+        return Built(m, _check_args(g["example_args"], "`example_args`"), _check_kwargs(g.get("example_kwargs"), "`example_kwargs`"), g.get("dynamic_shapes"), strict)
+
+    return [Candidate(TargetDecl(name, where.line, "globals", strict), where, build, cls)]
+
+
+def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default: bool) -> list[Candidate]:
+    from exportlens.target import REGISTRY
+
+    out = []
+    for obj, options in REGISTRY:
+        if getattr(obj, "__module__", None) != module.__name__:
+            continue
+        strict = options.strict or strict_default
+        if isinstance(obj, type):
+            name = options.name or obj.__name__
+            where = _class_where(obj, module, index) or SourceLine(1)
+
+            def build(cls: type = obj, opts: Any = options, strict: bool = strict) -> Built:
+                if not issubclass(cls, _nn_module()):
+                    raise TargetError(f"@exportlens.target decorates class `{cls.__name__}`, which is not a torch.nn.Module")
+                if opts.example_args is None:
+                    raise TargetError(f"@exportlens.target on class `{cls.__name__}` needs example_args=(...)")
+                instance = cls()
+                return Built(instance, _check_args(opts.example_args, "example_args"), _check_kwargs(opts.example_kwargs, "example_kwargs"), opts.dynamic_shapes, strict)
+
+            out.append(Candidate(TargetDecl(name, where.line, "decorator", strict), where, build, obj))
+        else:
+            name = options.name or str(getattr(obj, "__name__", "target"))
+            where = _function_where(obj, index) or SourceLine(1)
+
+            def build_fn(fn: Any = obj, opts: Any = options, strict: bool = strict, name: str = name) -> Built:
+                return _from_factory(fn, f"`{name}()`", opts.dynamic_shapes, strict)
+
+            out.append(Candidate(TargetDecl(name, where.line, "decorator", strict), where, build_fn))
+    return out
+
+
+def _pyproject_form(module: types.ModuleType, index: SourceIndex, strict_default: bool, entries: list[str]) -> list[Candidate]:
+    path = os.path.realpath(getattr(module, "__file__", "") or "")
+    out: list[Candidate] = []
+    for entry in entries:
+        file_part, _, func_name = entry.rpartition(":")
+        if os.path.realpath(file_part) != path:
+            continue
+        obj: Any = module
+        for part in func_name.split("."):
+            obj = getattr(obj, part, None)
+        where = (_function_where(obj, index) if obj is not None else None) or SourceLine(1)
+
+        def build(fn: Any = obj, func_name: str = func_name) -> Built:
+            if fn is None or not callable(fn):
+                raise TargetError(f"pyproject.toml declares target `{func_name}`, but the file has no such function")
+            return _from_factory(fn, f"`{func_name}()`", None, strict_default)
+
+        out.append(Candidate(TargetDecl(func_name, where.line, "pyproject", strict_default), where, build))
+    return out
+
+
+def find_pyproject(path: str, stop: str | None = None) -> str | None:
+    directory = os.path.dirname(os.path.abspath(path))
+    stop_real = os.path.realpath(stop) if stop else None
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory or (stop_real and os.path.realpath(directory) == stop_real):
+            return None
+        directory = parent
+
+
+def exportlens_section(pyproject: str) -> tuple[dict[str, Any], str | None]:
+    """``([tool.exportlens] table, error message)``, parsed once per file version."""
+    try:
+        stamp = os.stat(pyproject).st_mtime_ns
+    except OSError as e:
+        return {}, f"cannot read {pyproject}: {e}"
+    return _read_section(pyproject, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_section(pyproject: str, stamp: int) -> tuple[dict[str, Any], str | None]:
+    try:
+        with open(pyproject, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        return {}, f"cannot read {pyproject}: {e}"
+    section = data.get("tool", {}).get("exportlens", {})
+    return (section, None) if isinstance(section, dict) else ({}, f"{pyproject}: [tool.exportlens] must be a table")
+
+
+def pyproject_targets(pyproject: str) -> tuple[list[str], str | None]:
+    """``(absolute "file.py:function" entries, error message)`` from [tool.exportlens]."""
+    section, problem = exportlens_section(pyproject)
+    if problem:
+        return [], problem
+    raw = section.get("targets", [])
+    if not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
+        return [], f"{pyproject}: [tool.exportlens] targets must be a list of \"path.py:function\" strings"
+    base = os.path.dirname(os.path.abspath(pyproject))
+    out = []
+    for entry in raw:
+        file_part, _, func = entry.rpartition(":")
+        out.append(f"{os.path.normpath(os.path.join(base, file_part))}:{func}")
+    return out, None

@@ -1,0 +1,120 @@
+"""The disposable job process, forked from the warm worker: it runs the user's model.
+
+It gets its own process group, dies with the worker, is the OOM killer's first
+choice, sends its stdout/stderr to a pipe the worker drains, and leaves a
+faulthandler stack dump behind on a crash, on ``os._exit`` and on the signal the
+worker sends before killing it for a timeout or the memory cap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import importlib
+import os
+import signal
+import sys
+import traceback
+from typing import Callable, NoReturn
+
+from exportlens.core.isolation.messages import ExportRequest, read_frame, write_frame
+from exportlens.core.model.plain import from_plain, to_plain
+from exportlens.core.model.results import FileResult
+
+DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
+JOB_ENV = "EXPORTLENS_JOB_FUNC"  # private test hook: "module:function" to run instead
+PR_SET_PDEATHSIG = 1
+
+
+def job_function() -> Callable[[ExportRequest, Callable[[dict], None]], FileResult]:
+    spec = os.environ.get(JOB_ENV, "exportlens.core.export.job:run_job")
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
+    """The disposable job process. Never returns."""
+    code = 0
+    exit_now = os._exit  # ours, before the model's code can replace it
+    try:
+        os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
+        try:  # die with the zygote, and be the OOM killer's first choice
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        faulthandler.enable(file=dump_fd, all_threads=True)
+        faulthandler.register(DUMP_SIGNAL, file=dump_fd, all_threads=True)
+        _dump_before_exit(dump_fd)
+        import torch
+
+        torch.set_num_threads(num_threads)
+
+        def emit(message: dict) -> None:
+            write_frame(events_fd, message)
+
+        result = job_function()(request, emit)
+        emit({"ev": "result", "result": to_plain(result)})
+    except BaseException:  # run_job handles the user's errors; this is our own bug
+        traceback.print_exc()
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        exit_now(code)
+
+
+def standby_main(
+    request_fd: int,
+    events_fd: int,
+    output_fd: int,
+    dump_fd: int,
+    num_threads: int,
+    prewarm: Callable[[], object],
+) -> NoReturn:
+    """A job process forked *before* its request arrives. Never returns.
+
+    A fresh fork pays copy-on-write for every page it writes, and an export writes
+    all over torch's operator tables (``run_decompositions`` walks every op). The
+    standby pays that with a tiny export while the user is still typing, then blocks
+    until the worker hands it a request (or closes the pipe: exit). A request that
+    comes while it is still warming up goes to a fresh fork instead, so warming never
+    delays an export.
+    """
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        prewarm()
+    except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
+        pass
+    write_frame(events_fd, {"ev": "standby"})  # warm: the worker may hand it a request
+    try:
+        message = read_frame(request_fd)
+        request = from_plain(ExportRequest, message) if message is not None else None
+    except BaseException:  # noqa: BLE001 - garbage on our own pipe: exit quietly
+        request = None
+    os.close(request_fd)
+    if request is None:
+        os._exit(0)
+    child_main(request, events_fd, output_fd, dump_fd, num_threads)
+    os._exit(70)  # not reached: child_main exits
+
+
+def _dump_before_exit(dump_fd: int) -> None:
+    """Make ``os._exit`` in model code leave its stack behind, to point at its line."""
+    real_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        faulthandler.dump_traceback(file=dump_fd, all_threads=False)
+        real_exit(status)
+
+    os._exit = _exit

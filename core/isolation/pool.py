@@ -1,0 +1,400 @@
+"""Run export requests on N warm workers, from a torch-free front end.
+
+``WorkerPool`` starts ``python -m exportlens.core.isolation.zygote`` processes, hands each
+one request at a time, and yields ``FileResult``s as they complete: ``run`` for a
+fixed batch (the CLI), ``submit`` + ``serve`` for a stream of requests that keep
+arriving from other threads (the language server). ``on_event`` reports workers
+warming up, per-target progress and worker restarts. The workers
+already turn a crash, hang or memory blow-up of the *model* into a diagnostic; the
+pool handles the worker itself failing: it dies, sends garbage, or goes silent for
+far longer than the limits allow. Then the worker is replaced and the request it
+held becomes a ``worker-crash`` result. Nothing here ever waits forever.
+
+This module must not import torch (the CLI and the server use it).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import IO, Any, Callable, Iterable, Iterator, Literal
+
+from exportlens.core.isolation.messages import ExportRequest, Limits, write_frame
+from exportlens.core.model.plain import WireError, from_plain, to_plain
+from exportlens.core.model.results import Diagnostic, FileResult
+
+READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
+MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
+
+
+class WorkerError(RuntimeError):
+    """Workers cannot be started (torch broken, interpreter missing...)."""
+
+
+@dataclass(frozen=True)
+class PoolEvent:
+    """Something a front end may want to show while requests run.
+
+    ``ready``: a worker finished warming up. ``begin``: request ``request_id`` starts
+    exporting ``target`` (``index`` of ``total``, 1-based, when the worker knows).
+    ``restart``: a worker failed (``detail`` says why) and is being replaced.
+    ``gave-up``: workers keep failing to start; requests now fail at once.
+    """
+
+    kind: Literal["ready", "begin", "restart", "gave-up"]
+    request_id: int | None = None
+    target: str | None = None
+    index: int | None = None
+    total: int | None = None
+    detail: str = ""
+
+
+class _Worker:
+    """One worker process and the request it holds. States: starting, idle, busy."""
+
+    def __init__(self, log: IO[bytes] | int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            close_fds=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.out = self.proc.stdout.fileno()
+        self.inp = self.proc.stdin.fileno()
+        os.set_blocking(self.out, False)
+        self.buffer = bytearray()
+        self.state = "starting"
+        self.request: ExportRequest | None = None
+        self.job_pid: int | None = None  # the job process running ``request``
+        self.last_heard = time.monotonic()
+        self.started = self.last_heard
+
+    def frames(self, chunk: bytes) -> list[Any]:
+        import msgpack
+
+        self.buffer += chunk
+        out = []
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big")
+            if size > 256 * 1024 * 1024:
+                raise WireError(f"frame of {size} bytes")
+            if len(self.buffer) < 4 + size:
+                break
+            payload = bytes(self.buffer[4 : 4 + size])
+            del self.buffer[: 4 + size]
+            try:
+                out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
+            except Exception as e:  # msgpack raises several unrelated types
+                raise WireError(f"undecodable frame: {e}") from e
+        return out
+
+    def send(self, message: Any) -> None:
+        write_frame(self.inp, message)
+
+    def kill(self, grace_s: float = 0.0) -> None:
+        """Stop the worker; with a grace period, ask first so it kills its job's group."""
+        if grace_s and self.proc.poll() is None:
+            try:
+                self.send({"ev": "exit"})
+                self.proc.wait(timeout=grace_s)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+
+def crash_result(request: ExportRequest, why: str) -> FileResult:
+    message = f"the exportlens worker process failed ({why}); the file was not checked"
+    return FileResult(path=request.path, diagnostics=(Diagnostic("worker-crash", message, 1),))
+
+
+class WorkerPool:
+    """``jobs`` warm workers. ``limits``, when given, replaces each request's limits.
+
+    Use as a context manager; ``close()`` kills the workers. ``run`` yields results in
+    completion order (sort them if you need a stable order).
+    """
+
+    def __init__(
+        self,
+        jobs: int,
+        limits: Limits | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        on_event: Callable[[PoolEvent], None] | None = None,
+    ) -> None:
+        self.jobs = max(1, jobs)
+        self.limits = limits
+        self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self._lock = threading.Lock()  # cancel() and submit() may come from other threads
+        self._workers: list[_Worker] = []
+        self._start_failures = 0
+        self._cancelled: set[int] = set()
+        self._on_event = on_event
+        self._inbox: collections.deque[ExportRequest] = collections.deque()
+        # A self-pipe: submit() from another thread wakes serve() out of select().
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.closed = False
+        for _ in range(self.jobs):
+            self._workers.append(_Worker(self._log))
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- public API
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Block until every worker finished warming up (raises WorkerError)."""
+        end = time.monotonic() + timeout
+        while any(w.state == "starting" for w in self._workers):
+            if self._start_failures >= MAX_START_FAILURES:
+                raise WorkerError("workers fail to start; see the worker log")
+            if time.monotonic() > end:
+                raise WorkerError(f"workers not ready after {timeout:g} s")
+            self._poll(min(0.5, max(0.0, end - time.monotonic())), {})
+
+    def run(self, requests: Iterable[ExportRequest]) -> Iterator[FileResult]:
+        """Run every request; yield each one's FileResult as it completes.
+
+        A request cancelled with ``cancel`` yields nothing.
+        """
+        pending = collections.deque(self._limited(r) for r in requests)
+        done: dict[int, FileResult] = {}
+        while pending or any(w.request is not None for w in self._workers):
+            self._step(pending, done)
+            for _, result in self._collect(done):
+                yield result
+
+    def submit(self, request: ExportRequest) -> None:
+        """Queue a request for ``serve`` (thread-safe; returns at once)."""
+        with self._lock:
+            self._inbox.append(request)
+        self.wake()
+
+    def wake(self) -> None:
+        """Make a ``serve`` blocked in select() look at its inbox and stop flag now."""
+        try:
+            os.write(self._wake_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the pipe is full (a wake-up is pending anyway) or closed
+
+    def serve(self, stop: threading.Event) -> Iterator[tuple[int, FileResult]]:
+        """Run submitted requests until ``stop`` is set; yield ``(id, result)`` as each completes.
+
+        Meant for one dedicated thread; ``submit``/``cancel`` come from others. Set
+        ``stop`` then call ``wake`` to end it; call ``close`` after it returned.
+        """
+        pending: collections.deque[ExportRequest] = collections.deque()
+        done: dict[int, FileResult] = {}
+        while not stop.is_set() and not self.closed:
+            with self._lock:
+                while self._inbox:
+                    pending.append(self._limited(self._inbox.popleft()))
+            self._step(pending, done)
+            yield from self._collect(done)
+
+    def cancel(self, request_id: int) -> None:
+        """Stop a request: its job is killed, and ``run`` yields nothing for it."""
+        with self._lock:
+            self._cancelled.add(request_id)
+            for worker in self._workers:
+                if worker.request is not None and worker.request.id == request_id:
+                    try:
+                        worker.send({"ev": "cancel", "id": request_id})
+                    except OSError:
+                        pass
+
+    def worker_pids(self) -> list[int]:
+        """The worker (zygote) processes' pids."""
+        return [w.proc.pid for w in self._workers if w.state != "dead"]
+
+    def job_pid(self, request_id: int) -> int | None:
+        """The pid of the job process running the request now, if one is."""
+        for worker in self._workers:
+            if worker.request is not None and worker.request.id == request_id:
+                return worker.job_pid
+        return None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for worker in self._workers:
+            worker.kill(grace_s=1.0)
+        if not isinstance(self._log, int):
+            self._log.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    # ---- internals
+
+    def _limited(self, request: ExportRequest) -> ExportRequest:
+        return replace(request, limits=self.limits) if self.limits else request
+
+    def _emit(self, event: PoolEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:  # noqa: BLE001 - a front end's bug must not stop the pool
+            pass
+
+    def _step(self, pending: collections.deque[ExportRequest], done: dict[int, FileResult]) -> None:
+        """Hand pending requests to idle workers, then wait briefly for events."""
+        for worker in self._workers:
+            while worker.state == "idle" and pending:
+                request = pending.popleft()
+                with self._lock:
+                    if request.id in self._cancelled:
+                        self._cancelled.discard(request.id)
+                        continue
+                self._dispatch(worker, request, done)
+        self._poll(0.5, done)
+        if self._start_failures >= MAX_START_FAILURES:
+            while pending:
+                request = pending.popleft()
+                done[request.id] = crash_result(request, "workers fail to start; see the log")
+
+    def _collect(self, done: dict[int, FileResult]) -> Iterator[tuple[int, FileResult]]:
+        for request_id in list(done):
+            result = done.pop(request_id)
+            with self._lock:
+                if request_id in self._cancelled:
+                    self._cancelled.discard(request_id)
+                    continue
+            yield request_id, result
+
+    def _dispatch(self, worker: _Worker, request: ExportRequest, done: dict[int, FileResult]) -> None:
+        worker.request, worker.state, worker.last_heard = request, "busy", time.monotonic()
+        try:
+            with self._lock:
+                worker.send(to_plain(request))
+        except OSError:
+            self._replace(worker, "it stopped reading its input", done)
+
+    def _silence_limit(self, worker: _Worker) -> float:
+        # The worker kills a job within timeout_s of its last event and reports
+        # progress on every target, so silence well past that means it is stuck.
+        limits = worker.request.limits if worker.request else (self.limits or Limits())
+        return limits.timeout_s * 2 + 60.0
+
+    def _poll(self, timeout: float, done: dict[int, FileResult]) -> None:
+        selector = selectors.DefaultSelector()
+        try:
+            for worker in self._workers:
+                if worker.state != "dead":
+                    selector.register(worker.out, selectors.EVENT_READ, worker)
+            selector.register(self._wake_r, selectors.EVENT_READ, None)
+            for key, _ in selector.select(timeout):
+                if key.data is None:
+                    self._drain_wake()
+                else:
+                    self._read(key.data, done)
+        finally:
+            selector.close()
+        now = time.monotonic()
+        for worker in list(self._workers):
+            if worker.state == "starting" and now - worker.started > READY_TIMEOUT_S:
+                self._replace(worker, "it did not start in time", done)
+            elif worker.state == "busy" and now - worker.last_heard > self._silence_limit(worker):
+                self._replace(worker, "it stopped responding", done)
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _read(self, worker: _Worker, done: dict[int, FileResult]) -> None:
+        try:
+            chunk = os.read(worker.out, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            code = worker.proc.poll()
+            self._replace(worker, f"it exited with code {code}", done)
+            return
+        worker.last_heard = time.monotonic()
+        try:
+            for message in worker.frames(chunk):
+                self._handle(worker, message, done)
+        except (WireError, KeyError, TypeError, ValueError) as e:
+            self._replace(worker, f"it sent a bad message: {e}", done)
+
+    def _handle(self, worker: _Worker, message: Any, done: dict[int, FileResult]) -> None:
+        ev = message.get("ev") if isinstance(message, dict) else None
+        if ev == "ready":
+            worker.state = "busy" if worker.request else "idle"
+            self._start_failures = 0
+            self._emit(PoolEvent("ready", detail=f"pid {worker.proc.pid}, torch {message.get('torch')}"))
+        elif ev == "result":
+            request = worker.request
+            if request is None or message["id"] != request.id:
+                raise WireError(f"a result for request {message.get('id')} it does not hold")
+            result = from_plain(FileResult, message["result"])
+            worker.request, worker.state, worker.job_pid = None, "idle", None
+            if not message.get("cancelled"):
+                done[request.id] = result
+        elif ev == "started":
+            worker.job_pid = message.get("pid")
+        elif ev == "begin":
+            # Also a heartbeat: last_heard is already updated.
+            index, total = message.get("index"), message.get("total")
+            self._emit(
+                PoolEvent(
+                    "begin",
+                    request_id=worker.request.id if worker.request else message.get("id"),
+                    target=message.get("target"),
+                    index=index if isinstance(index, int) else None,
+                    total=total if isinstance(total, int) else None,
+                )
+            )
+        else:
+            raise WireError(f"unknown message {ev!r}")
+
+    def _replace(self, worker: _Worker, why: str, done: dict[int, FileResult]) -> None:
+        """Kill a failed worker, fail its request, start a new one in its place."""
+        request = worker.request
+        if worker.state == "starting":
+            self._start_failures += 1
+        worker.kill()
+        index = self._workers.index(worker)
+        if request is not None:
+            done[request.id] = crash_result(request, why)
+        if self.closed or self._start_failures >= MAX_START_FAILURES:
+            worker.state, worker.request = "dead", None
+            if not self.closed:
+                self._emit(PoolEvent("gave-up", detail=why))
+            return
+        self._emit(PoolEvent("restart", request_id=request.id if request else None, detail=why))
+        self._workers[index] = _Worker(self._log)

@@ -1,0 +1,150 @@
+"""What an export produces for the user: diagnostics, and per-target results.
+
+Plain, torch-free dataclasses. They cross the worker -> CLI/server seam (encoded by
+``exportlens.core.model.plain``) and the core -> server seam (lsprotocol never enters core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from exportlens.core.model.signature import Signature, SourceLine
+
+Severity = Literal["error", "warning", "information", "hint"]
+
+# The contract's table: code -> severity.
+CODES: dict[str, Severity] = {
+    "syntax-error": "error",
+    "import-error": "error",
+    "target-error": "error",
+    "eager-error": "error",
+    "data-dependent": "error",
+    "constraint-violation": "error",
+    "unsupported": "error",
+    "unsupported-type": "error",
+    "export-error": "error",
+    "banned-mutation/input-metadata": "error",
+    "banned-mutation/parameter": "error",
+    "banned-mutation/tensor-attribute": "warning",
+    "mutation/buffer": "information",
+    "mutation/user-input": "warning",
+    "mutation/parameter": "warning",
+    "unknown-input-kind": "warning",
+    "unknown-output-kind": "warning",
+    "timeout": "error",
+    "worker-crash": "error",
+    "out-of-memory": "error",
+}
+
+
+@dataclass(frozen=True)
+class Related:
+    """A second place that explains a diagnostic (the guard's origin, a ``Dim``)."""
+
+    path: str
+    line: int
+    message: str
+    column: int = 1
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    line: int  # 1-based
+    column: int = 1  # 1-based
+    end_line: int | None = None
+    end_column: int | None = None
+    target: str | None = None
+    related: tuple[Related, ...] = ()
+
+    @property
+    def severity(self) -> Severity:
+        return CODES.get(self.code, "error")
+
+    @classmethod
+    def at(
+        cls,
+        code: str,
+        message: str,
+        where: SourceLine | None,
+        target: str | None = None,
+        related: tuple[Related, ...] = (),
+    ) -> Diagnostic:
+        where = where or SourceLine(1)
+        return cls(
+            code=code,
+            message=message,
+            line=where.line,
+            column=where.column,
+            end_line=where.end_line,
+            end_column=where.end_column,
+            target=target,
+            related=related,
+        )
+
+
+TargetStatus = Literal["ok", "error"]
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    name: str
+    line: int
+    status: TargetStatus
+    export_ms: float | None = None
+    signature: Signature | None = None
+    # The exported graph as torch prints it (``ep.graph_module.print_readable``),
+    # for "show graph"; empty when the export failed.
+    graph: str = ""
+    # The exported program (``exportlens.dumps`` without weights, the target's
+    # diagnostics inside), so the cache keeps every program; read it without torch
+    # with ``exportlens.read_program``. Empty when the export failed.
+    program: bytes = b""
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    targets: tuple[TargetResult, ...] = ()
+    # Local modules (absolute paths) the file imported while it ran: editing one of
+    # them invalidates this result.
+    local_imports: tuple[str, ...] = ()
+    # The tail of what the model printed, kept for crash reports.
+    output_tail: str = ""
+    elapsed_ms: float = 0.0
+    # sha256 (hex) of each local import's bytes as the run read them, parallel to
+    # ``local_imports``: the cache keys the result by what actually ran, not by what
+    # is on disk by the time it stores it.
+    local_import_hashes: tuple[str, ...] = ()
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity == "error" for d in self.diagnostics)
+
+    def sorted(self) -> FileResult:
+        diags = tuple(sorted(self.diagnostics, key=lambda d: (d.line, d.column, d.code)))
+        return replace(self, diagnostics=diags)
+
+
+@dataclass(frozen=True)
+class TargetDecl:
+    """A declared target as found in a file, before it is exported."""
+
+    name: str
+    line: int
+    form: Literal["globals", "decorator", "pyproject"]
+    strict: bool = False
+
+
+__all__ = [
+    "CODES",
+    "Diagnostic",
+    "FileResult",
+    "Related",
+    "TargetDecl",
+    "TargetResult",
+    "field",
+]

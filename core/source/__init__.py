@@ -1,0 +1,1 @@
+"""A model file's source as text: its AST index, frames, lines and UTF-8 spans. Torch-free."""

@@ -1,0 +1,61 @@
+"""The AST index behind every line exportlens reports."""
+
+from __future__ import annotations
+
+from exportlens.core.source.sourcemap import SourceIndex, frames_in_text
+
+SRC = '''import torch
+from torch.export import Dim, dims
+batch = Dim("batch", min=2)
+h, w = dims("h", "w")
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+        self.register_buffer("steps", torch.zeros(1))
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x, mask=None, *rest, scale: float = 1.0, **extra):
+        self.steps.add_(1)
+        self.cache = x * 2
+        if mask is None:
+            return self.fc(x)
+        return self.fc(x) * mask
+
+
+model = Block()
+'''
+
+
+def test_classes_attributes_and_methods() -> None:
+    index = SourceIndex.build(SRC, "/m.py")
+    block = index.classes["Block"]
+    assert block.where.line == 7
+    assert {k: v.line for k, v in block.attributes.items()} == {"fc": 10, "steps": 11, "w": 12, "cache": 16}
+    forward = block.methods["forward"]
+    assert list(forward.params) == ["self", "x", "mask", "rest", "scale", "extra"]
+    assert forward.params["x"].line == 14 and forward.params["x"].column == 23
+    assert [r.line for r in forward.returns] == [18, 19]
+    assert block.late_assignments["cache"][0].line == 16
+    assert index.enclosing_function(17) is forward
+
+
+def test_globals_dims_and_inplace_calls() -> None:
+    index = SourceIndex.build(SRC, "/m.py")
+    assert index.global_assignments["model"].line == 22
+    assert index.dim_declaration("batch") is not None and index.dim_declaration("batch").line == 3
+    assert index.dim_declaration("h").line == 4
+    call = index.inplace_call_at(15, "add_")
+    assert call is not None and (call.line, call.column) == (15, 9)
+
+
+def test_broken_source_gives_an_empty_index() -> None:
+    index = SourceIndex.build("def broken(:\n", "/m.py")
+    assert index.classes == {} and index.line_text(1) == "def broken(:"
+
+
+def test_frames_in_text() -> None:
+    text = 'Traceback:\n  File "/a/m.py", line 12, in forward\n    x\n  File "/b/t.py", line 3, in f\n'
+    assert frames_in_text(text) == [("/a/m.py", 12, "forward"), ("/b/t.py", 3, "f")]
