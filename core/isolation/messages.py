@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from exportlens.core.model.results import FileResult
+from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 MAX_FRAME = 256 * 1024 * 1024
 HEADER = struct.Struct(">I")
@@ -22,8 +23,8 @@ HEADER = struct.Struct(">I")
 
 @dataclass(frozen=True)
 class Limits:
-    timeout_s: float = 60.0  # per target, wall clock
-    memory_mb: int = 8192  # resident set of the job process
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per target, wall clock
+    memory_mb: int = DEFAULT_MEMORY_MB  # resident set of the job process
 
 
 @dataclass(frozen=True)
