@@ -67,9 +67,6 @@ class Scheduler:
     def is_latest(self, key: str, generation: int) -> bool:
         return self._generation.get(key) == generation
 
-    def generation(self, key: str) -> int:
-        return self._generation.get(key, 0)
-
     def busy(self, key: str) -> bool:
         """An export of ``key`` is waiting for its debounce or running."""
         return key in self._tasks
@@ -83,8 +80,6 @@ class Scheduler:
     def cancel_all(self) -> None:
         for key in list(self._tasks):
             self.forget(key)
-
-    # ---- internals
 
     def _cancel_task(self, key: str) -> None:
         self._sleeping.discard(key)

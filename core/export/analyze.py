@@ -56,8 +56,6 @@ def deepest_in_file(frames: Iterable[Frame], path: str) -> Frame | None:
 _DATA_DEPENDENT = (
     "Could not guard on data-dependent expression",
     "Could not extract specialized integer from data-dependent expression",
-    "data-dependent",
-    "GuardOnDataDependentSymNode",
 )
 _UNSUPPORTED_TYPE = (
     "which is not a known type",
@@ -100,7 +98,7 @@ def classify(facts: ErrorFacts) -> str:
     msg = facts.message
     if facts.error_type == "CONSTRAINT_VIOLATION" or "Constraints violated" in msg or "ConstraintViolationError" in names:
         return "constraint-violation"
-    if "GuardOnDataDependentSymNode" in names or any(p in msg for p in _DATA_DEPENDENT[:2]):
+    if "GuardOnDataDependentSymNode" in names or any(p in msg for p in _DATA_DEPENDENT):
         return "data-dependent"
     if _PARAM_GRAD in msg:
         return "banned-mutation/parameter"
@@ -172,13 +170,8 @@ def clean_message(message: str, limit: int = 1200) -> str:
     return text or message.strip()[:limit]
 
 
-def first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
 _DD_EXPR = re.compile(r"data-dependent expression (.+?) \(unhinted")
 _DIM_NAMES = re.compile(r"Constraints violated \(([^)]*)\)")
-_SUGGESTED = re.compile(r"Suggested fixes:\s*\n((?:[ \t]+.*\n?)+)")
 _CAUSED_BY = re.compile(r"([\w./\\-]+\.py):(\d+) in (\w+)")
 
 
@@ -300,11 +293,6 @@ def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tup
     if culprit is not None:
         related.append(Related(path, culprit.line, "the code that specialised the dimension"))
     return where, tuple(related)
-
-
-def suggested_fixes(message: str) -> str | None:
-    m = _SUGGESTED.search(message)
-    return m.group(1).rstrip() if m else None
 
 
 # -- after a successful export ---------------------------------------------------

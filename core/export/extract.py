@@ -47,8 +47,6 @@ _ARG_KINDS: dict[str, str] = {
 }
 
 
-
-
 def graph_text(ep: torch.export.ExportedProgram) -> str:
     """The graph module's readable code, as ``print(ep.graph_module)`` would, uncoloured."""
     return str(ep.graph_module.print_readable(print_output=False, colored=False))
@@ -90,7 +88,6 @@ def extract_signature(
             )
         )
     return Signature(tuple(inputs), tuple(outputs), _ranges(ep))
-
 
 
 def _arg_spec(arg: Any, node: torch.fx.Node | None) -> ArgSpec:
@@ -191,8 +188,3 @@ def _output_values(ep: torch.export.ExportedProgram, count: int) -> list[Any]:
         by_name = {n.name: n for n in ep.graph.nodes}
         return [by_name.get(_arg_name(s.arg)) for s in ep.graph_signature.output_specs]
     return values
-
-
-# -- USER_INPUT -> forward parameter ---------------------------------------------------
-
-

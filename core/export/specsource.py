@@ -30,8 +30,6 @@ _MUTATION_OUTPUT_KINDS = {"BUFFER_MUTATION", "USER_INPUT_MUTATION", "PARAMETER_M
 _MAX_TRACE_HOPS = 4
 
 
-# -- public API -------------------------------------------------------------------
-
 # -- shared state -------------------------------------------------------------------
 
 
@@ -100,7 +98,6 @@ def _kind_name(kind: Any) -> str:
 def _arg_name(arg: Any) -> str:
     name = getattr(arg, "name", "")
     return name if isinstance(name, str) else str(name)
-
 
 
 def _user_input_sources(ctx: SourceContext, specs: list[Any], args: tuple, kwargs: dict) -> dict[int, SourceLine]:

@@ -12,7 +12,6 @@ reported as ``unknown-input-kind`` instead of crashing the reader.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,10 +116,6 @@ class Signature:
             target = "" if o.target is None else f" target='{o.target}'"
             outs.append(f"{o.arg.name}: {o.kind}{target}")
         return "\n# inputs\n" + "\n".join(ins) + "\n\n# outputs\n" + "\n".join(outs) + "\n"
-
-
-def replace(obj: Any, **changes: Any) -> Any:
-    return dataclasses.replace(obj, **changes)
 
 
 _DTYPE_ABBR = {

@@ -329,7 +329,6 @@ class _Visitor(ast.NodeVisitor):
             self.index.inplace_calls.setdefault(node.lineno, []).append((name, span(node)))
         self.generic_visit(node)
 
-
     def visit_Attribute(self, node: ast.Attribute) -> None:
         ctx = self._method_context()
         if ctx is not None:
