@@ -32,24 +32,13 @@ from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from exportlens.core.serde import codec
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
+from exportlens.core.serde.reader import StringTable, decode_document
 from exportlens.core.serde.validate import check_expr, resolve_target
 from exportlens.core.serde.weights import MAX_RANK, split_state, tensor_from_record, weights_from_arg
 
-__all__ = ["from_bytes", "decode_document"]
-
-
-
-def decode_document(data: bytes | bytearray | memoryview) -> dict[int, Any]:
-    """Bounded msgpack -> the top-level map, version checked."""
-    doc = codec.unpack(data)
-    codec.check_version(doc, S.SCHEMA_VERSION, S.P_VERSION)
-    strings = doc.get(S.P_STRINGS)
-    if type(strings) is not list or not all(type(x) is str for x in strings):
-        raise SchemaError("the string table is missing or malformed")
-    return doc
+__all__ = ["from_bytes"]
 
 
 def _sympy_functions() -> dict[str, Any]:  # the names torch's serializer may write
@@ -81,9 +70,9 @@ def _parse_expr(text: str) -> Any:
         raise SchemaError(f"symbolic expression {text[:80]!r}: {e}") from None
 
 
-class _Decoder:
+class _Decoder(StringTable):
     def __init__(self, strings: list[str], ranges: dict[str, ValueRanges], symbolic: bool) -> None:
-        self.st = strings
+        super().__init__(strings)
         self.ranges = ranges
         # A ShapeEnv only when the program has symbols: a static program does not
         # need one, and making it is a sizeable part of loading a small program.
@@ -112,15 +101,7 @@ class _Decoder:
                     if isinstance(counter, int) and counter < n:
                         setattr(self._shape_env, attr, n)
 
-    # ---- strings and small enums
-
-    def s(self, sid: Any) -> str:
-        if type(sid) is not int:
-            raise SchemaError(f"expected a string id, got {type(sid).__name__}")
-        return self.st[sid]
-
-    def opt(self, sid: Any) -> str | None:
-        return None if sid is None else self.s(sid)
+    # ---- small enums
 
     def dtype(self, sid: Any) -> torch.dtype:
         dt = self.dtypes.get(sid)

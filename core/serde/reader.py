@@ -20,7 +20,7 @@ from exportlens.core.serde import codec
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
 
-__all__ = ["ProgramModel", "NodeModel", "SourceLocation", "read_program", "expr_text"]
+__all__ = ["ProgramModel", "NodeModel", "SourceLocation", "read_program", "decode_document", "StringTable", "expr_text"]
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,11 @@ def expr_text(srepr: str) -> str:
     return out if pos == len(tokens) else srepr
 
 
-class _Reader:
+class StringTable:
+    """A document's string table (``P_STRINGS``): every text is stored once and read by id."""
+
     def __init__(self, strings: list[str]) -> None:
         self.st = strings
-        self.exprs: dict[int, str] = {}
 
     def s(self, sid: Any) -> str:
         if type(sid) is not int:
@@ -110,6 +111,12 @@ class _Reader:
 
     def opt(self, sid: Any) -> str | None:
         return None if sid is None else self.s(sid)
+
+
+class _Reader(StringTable):
+    def __init__(self, strings: list[str]) -> None:
+        super().__init__(strings)
+        self.exprs: dict[int, str] = {}
 
     def dim(self, d: Any) -> int | str:
         if type(d) is int:
@@ -223,17 +230,27 @@ def _diagnostic(rec: Any) -> Diagnostic:
     )
 
 
-def read_program(data: bytes | bytearray | memoryview) -> ProgramModel:
-    """Bytes from ``exportlens.dumps`` -> :class:`ProgramModel`, without torch.
+def decode_document(data: bytes | bytearray | memoryview) -> dict[int, Any]:
+    """Bounded msgpack -> the top-level map, version checked, string table present.
 
-    Raises :class:`exportlens.core.serde.codec.SchemaError` for anything malformed.
+    The first step of every reader of program bytes, this one and the torch side's
+    :func:`exportlens.core.serde.decode.from_bytes`.
     """
     doc = codec.unpack(data)
     codec.check_version(doc, S.SCHEMA_VERSION, S.P_VERSION)
     strings = doc.get(S.P_STRINGS)
     if type(strings) is not list or not all(type(x) is str for x in strings):
         raise SchemaError("the string table is missing or malformed")
-    r = _Reader(strings)
+    return doc
+
+
+def read_program(data: bytes | bytearray | memoryview) -> ProgramModel:
+    """Bytes from ``exportlens.dumps`` -> :class:`ProgramModel`, without torch.
+
+    Raises :class:`exportlens.core.serde.codec.SchemaError` for anything malformed.
+    """
+    doc = decode_document(data)
+    r = _Reader(doc[S.P_STRINGS])
     try:
         ranges = {r.s(k): (lo if type(lo) is int else None, hi if type(hi) is int else None) for k, lo, hi in doc.get(S.P_RANGES, [])}
         nodes: list[NodeModel] = []
