@@ -1,7 +1,7 @@
 """One export job: run a model file, export each target it declares, analyse.
 
 Runs in the disposable job process the worker forks: it imports torch and runs
-the user's code. ``run_job`` streams ``targets``/``begin`` events so the worker
+the user's code. ``run_job`` streams ``TargetsFound``/``TargetBegins``/``TargetDone`` events so the worker
 knows which target a crash or a hang belongs to, and returns the ``FileResult``.
 """
 
@@ -16,11 +16,10 @@ from exportlens.core.export import analyze
 from exportlens.core.export.analyze import ErrorFacts, Frame, deepest_in_file, statement_at
 from exportlens.core.export.loader import Loaded, frames_of, load
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover, find_pyproject, pyproject_targets
-from exportlens.core.isolation.messages import ExportRequest
-from exportlens.core.model.plain import to_plain
+from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[FromJob], None]
 
 
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:
@@ -40,22 +39,22 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
                 if problem:
                     diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
         candidates = discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
-        emit({"ev": "targets", "targets": [to_plain(c.decl) for c in candidates]})
+        emit(TargetsFound(tuple(c.decl for c in candidates)))
         for candidate in candidates:
             if candidate.decl.name in request.skip:
                 continue
-            emit({"ev": "begin", "target": candidate.decl.name})
+            emit(TargetBegins(candidate.decl.name))
             try:
                 result, found = export_target(candidate, loaded)
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
             found = [analyze.complete_range(d, loaded.index) for d in found]
-            emit({"ev": "done", "target": to_plain(result), "diagnostics": [to_plain(d) for d in found]})
+            emit(TargetDone(result, tuple(found)))
             results.append(result)
             diagnostics.extend(found)
     else:
-        emit({"ev": "targets", "targets": []})
+        emit(TargetsFound(()))
     return FileResult(
         path=request.path,
         diagnostics=tuple(analyze.complete_range(d, loaded.index) for d in diagnostics),

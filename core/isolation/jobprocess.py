@@ -4,32 +4,33 @@ It gets its own process group, dies with the worker, is the OOM killer's first
 choice, sends its stdout/stderr to a pipe the worker drains, and leaves a
 faulthandler stack dump behind on a crash, on ``os._exit`` and on the signal the
 worker sends before killing it for a timeout or the memory cap.
+
+Also here: the warm-up -- the tiny export the worker runs once after importing torch,
+and that each standby job process runs while it waits -- so an export starts hot.
 """
 
 from __future__ import annotations
 
 import ctypes
 import faulthandler
-import importlib
 import os
 import signal
 import sys
 import traceback
-from typing import Callable, NoReturn
+from typing import NoReturn
 
-from exportlens.core.isolation.messages import ExportRequest, read_frame, write_frame
-from exportlens.core.model.plain import from_plain, to_plain
-from exportlens.core.model.results import FileResult
+from exportlens.core.isolation.messages import (
+    Export,
+    ExportRequest,
+    FromJob,
+    JobResult,
+    StandbyWarm,
+    read_frame,
+    write_frame,
+)
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
-JOB_ENV = "EXPORTLENS_JOB_FUNC"  # private test hook: "module:function" to run instead
 PR_SET_PDEATHSIG = 1
-
-
-def job_function() -> Callable[[ExportRequest, Callable[[dict], None]], FileResult]:
-    spec = os.environ.get(JOB_ENV, "exportlens.core.export.job:run_job")
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
 def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
@@ -54,11 +55,12 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 
         torch.set_num_threads(num_threads)
 
-        def emit(message: dict) -> None:
+        from exportlens.core.export.job import run_job
+
+        def emit(message: FromJob) -> None:
             write_frame(events_fd, message)
 
-        result = job_function()(request, emit)
-        emit({"ev": "result", "result": to_plain(result)})
+        emit(JobResult(run_job(request, emit)))
     except BaseException:  # run_job handles the user's errors; this is our own bug
         traceback.print_exc()
         code = 70
@@ -77,7 +79,6 @@ def standby_main(
     output_fd: int,
     dump_fd: int,
     num_threads: int,
-    prewarm: Callable[[], object],
 ) -> NoReturn:
     """A job process forked *before* its request arrives. Never returns.
 
@@ -96,12 +97,14 @@ def standby_main(
         prewarm()
     except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
         pass
-    write_frame(events_fd, {"ev": "standby"})  # warm: the worker may hand it a request
+    write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request
+    request: ExportRequest | None = None
     try:
         message = read_frame(request_fd)
-        request = from_plain(ExportRequest, message) if message is not None else None
+        if isinstance(message, Export):
+            request = message.request
     except BaseException:  # noqa: BLE001 - garbage on our own pipe: exit quietly
-        request = None
+        pass
     os.close(request_fd)
     if request is None:
         os._exit(0)
@@ -118,3 +121,35 @@ def _dump_before_exit(dump_fd: int) -> None:
         real_exit(status)
 
     os._exit = _exit
+
+
+def warm_up() -> str:
+    """Run once in the worker after importing torch: one tiny export, and the job
+    module imported, so the first job starts hot. Returns torch's version."""
+    import torch
+
+    # Nothing the zygote runs may start the OpenMP pool (see ``exportlens.core.isolation.zygote``).
+    torch.set_num_threads(1)
+    prewarm()
+    import exportlens.core.export.job  # noqa: F401 - imported once here, shared by every fork
+
+    return str(torch.__version__)
+
+
+def prewarm() -> None:
+    """One tiny export with a dynamic dim, a parameter and a buffer (tiny tensors
+    only: below the parallel grain size, so no OpenMP pool starts)."""
+    import torch
+
+    class Warm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(4))
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x * self.weight) + self.count  # type: ignore[operator]
+
+    batch = torch.export.Dim("batch", min=2)
+    ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
+    ep.run_decompositions({})

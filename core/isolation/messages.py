@@ -1,8 +1,35 @@
-"""Messages between the front end (CLI, server), the warm worker and a job.
+"""Every message between the pool (front end), the warm worker (zygote) and a job
+process: one dataclass per event, and the one frame codec both ends use.
 
-The only module both sides import (with ``results``/``signature``): small,
-dependency-free dataclasses. Frames on a pipe are a 4-byte big-endian length then
-a msgpack map (``exportlens.core.model.plain``).
+This is the only module both sides of a pipe import (with the torch-free results it
+carries), so it stays small and depends on nothing but msgpack and ``core.model``.
+
+A frame is a 4-byte big-endian payload length, then a msgpack map: the message's
+fields plus ``"ev"``, its tag. A reader decodes each frame into the dataclass its tag
+names, ignoring fields it does not know (a newer writer may add some); anything else
+-- an unknown tag, a missing field, a frame over ``MAX_FRAME``, bytes that are not
+msgpack -- is a :class:`MessageError`.
+
+Who sends what, in order:
+
+pool -> zygote (the zygote's stdin)
+    ``Export``   run this request (queued while a job runs)
+    ``Cancel``   kill request ``id``'s job now; a queued one is dropped
+    ``Exit``     kill any job and exit
+zygote -> pool (the zygote's stdout)
+    ``WorkerReady``  once, after importing torch and warming up
+    ``JobStarted``   a job process runs request ``id`` (its pid, for tests and tools)
+    ``Progress``     request ``id`` begins exporting ``target``; also a heartbeat
+    ``Finished``     exactly once per request. A cancelled request gets an empty
+                     result and ``cancelled=True``; a ``Cancel`` for an id already
+                     answered gets no reply.
+job process -> zygote (a pipe per job)
+    ``StandbyWarm``   a standby job process is warm and waits for its ``Export``
+    ``TargetsFound``  after discovery: every target the file declares
+    ``TargetBegins``  before each target's export: a crash or hang from here on is
+                      this target's, and its timeout starts now
+    ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
+    ``JobResult``     once, last: the file's result
 """
 
 from __future__ import annotations
@@ -10,15 +37,23 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar, Union
 
 import msgpack
 
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.plain import WireError, from_plain, to_plain
+from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
-MAX_FRAME = 256 * 1024 * 1024
+MAX_FRAME = 256 * 1024 * 1024  # a result with every program of a large file fits
 HEADER = struct.Struct(">I")
+
+
+class MessageError(WireError):
+    """Bytes on a pipe that are not a message this side understands."""
+
+
+# ---------------------------------------------------------------- payloads
 
 
 @dataclass(frozen=True)
@@ -39,25 +74,163 @@ class ExportRequest:
     pyproject_targets: tuple[str, ...] = ()  # "path.py:function" entries
 
 
-# Events a job streams to its worker while it runs, as plain maps:
-#   {"ev": "targets", "targets": [TargetDecl...]}   after discovery
-#   {"ev": "begin", "target": name}                 before each target's export
-#   {"ev": "result", "result": FileResult}          once, last
-# Replies the worker sends to the front end:
-#   {"ev": "started", "id": id, "pid": pid}        the job process is running
-#   {"ev": "result", "id": id, "result": FileResult}
-#   {"ev": "ready", "pid": pid, "torch": version}   once, after warm-up
+# ---------------------------------------------------------------- pool -> zygote
 
 
 @dataclass(frozen=True)
-class Reply:
+class Export:
+    TAG: ClassVar[str] = "export"
+    request: ExportRequest
+
+
+@dataclass(frozen=True)
+class Cancel:
+    TAG: ClassVar[str] = "cancel"
     id: int
+
+
+@dataclass(frozen=True)
+class Exit:
+    TAG: ClassVar[str] = "exit"
+
+
+# ---------------------------------------------------------------- zygote -> pool
+
+
+@dataclass(frozen=True)
+class WorkerReady:
+    TAG: ClassVar[str] = "ready"
+    pid: int
+    torch: str
+
+
+@dataclass(frozen=True)
+class JobStarted:
+    TAG: ClassVar[str] = "started"
+    id: int
+    pid: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    TAG: ClassVar[str] = "progress"
+    id: int
+    target: str
+    index: int | None = None  # 1-based position among the file's targets, when known
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    TAG: ClassVar[str] = "finished"
+    id: int
+    result: FileResult
+    cancelled: bool = False
+
+
+# ---------------------------------------------------------------- job -> zygote
+
+
+@dataclass(frozen=True)
+class StandbyWarm:
+    TAG: ClassVar[str] = "standby"
+
+
+@dataclass(frozen=True)
+class TargetsFound:
+    TAG: ClassVar[str] = "targets"
+    targets: tuple[TargetDecl, ...]
+
+
+@dataclass(frozen=True)
+class TargetBegins:
+    TAG: ClassVar[str] = "begin"
+    target: str
+
+
+@dataclass(frozen=True)
+class TargetDone:
+    TAG: ClassVar[str] = "done"
+    target: TargetResult
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobResult:
+    TAG: ClassVar[str] = "result"
     result: FileResult
 
 
-def write_frame(fd_or_file: int | BinaryIO, obj: Any) -> None:
-    payload = msgpack.packb(obj, use_bin_type=True)
-    data = HEADER.pack(len(payload)) + payload
+ToWorker = Union[Export, Cancel, Exit]
+FromWorker = Union[WorkerReady, JobStarted, Progress, Finished]
+FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, TargetDone, JobResult]
+Message = Union[ToWorker, FromWorker, FromJob]
+
+_BY_TAG: dict[str, type[Any]] = {
+    cls.TAG: cls
+    for cls in (Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, StandbyWarm, TargetsFound, TargetBegins, TargetDone, JobResult)
+}
+
+
+# ---------------------------------------------------------------- frames
+
+
+def encode(message: Message) -> bytes:
+    """One frame: header and payload."""
+    plain = to_plain(message)
+    plain["ev"] = message.TAG
+    payload = msgpack.packb(plain, use_bin_type=True)
+    return HEADER.pack(len(payload)) + payload
+
+
+def decode(payload: bytes) -> Message:
+    """A frame's payload as its message (raises MessageError)."""
+    try:
+        plain = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises several unrelated types
+        raise MessageError(f"undecodable frame: {e}") from e
+    if not isinstance(plain, dict):
+        raise MessageError(f"a frame is a map, not {type(plain).__name__}")
+    tag = plain.pop("ev", None)
+    cls = _BY_TAG.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise MessageError(f"unknown message {tag!r}")
+    try:
+        message: Message = from_plain(cls, plain)
+    except (WireError, TypeError, ValueError) as e:
+        raise MessageError(f"bad {tag!r} message: {e}") from e
+    return message
+
+
+def frame_size(header: bytes | bytearray) -> int:
+    (size,) = HEADER.unpack_from(header)
+    if size > MAX_FRAME:
+        raise MessageError(f"frame of {size} bytes is over the {MAX_FRAME}-byte limit")
+    return int(size)
+
+
+class FrameDecoder:
+    """Frames from a non-blocking pipe: bytes in, complete messages out."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def feed(self, chunk: bytes) -> list[Message]:
+        self.data += chunk
+        out = []
+        n = HEADER.size
+        while len(self.data) >= n:
+            size = frame_size(self.data)
+            if len(self.data) < n + size:
+                break
+            payload = bytes(self.data[n : n + size])
+            del self.data[: n + size]
+            out.append(decode(payload))
+        return out
+
+
+def write_frame(fd_or_file: int | BinaryIO, message: Message) -> None:
+    data = encode(message)
     if isinstance(fd_or_file, int):
         view = memoryview(data)
         while view:
@@ -66,6 +239,17 @@ def write_frame(fd_or_file: int | BinaryIO, obj: Any) -> None:
     else:
         fd_or_file.write(data)
         fd_or_file.flush()
+
+
+def read_frame(fd_or_file: int | BinaryIO) -> Message | None:
+    """The next message from a blocking fd or file; None at end of stream."""
+    header = _read_exact(fd_or_file, HEADER.size)
+    if header is None:
+        return None
+    payload = _read_exact(fd_or_file, frame_size(header))
+    if payload is None:
+        return None
+    return decode(payload)
 
 
 def _read_exact(fd_or_file: int | BinaryIO, n: int) -> bytes | None:
@@ -77,17 +261,3 @@ def _read_exact(fd_or_file: int | BinaryIO, n: int) -> bytes | None:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
-
-
-def read_frame(fd_or_file: int | BinaryIO) -> Any | None:
-    """The next message, or None at end of stream. Raises ValueError on garbage."""
-    header = _read_exact(fd_or_file, HEADER.size)
-    if header is None:
-        return None
-    (size,) = HEADER.unpack(header)
-    if size > MAX_FRAME:
-        raise ValueError(f"frame of {size} bytes is over the limit")
-    payload = _read_exact(fd_or_file, size)
-    if payload is None:
-        return None
-    return msgpack.unpackb(payload, raw=False, strict_map_key=False)

@@ -1,35 +1,13 @@
-"""Reading the job's pipes without blocking: framed events and a bounded output tail."""
+"""Reading a job's pipes without blocking: what is there now, and a bounded tail of its output.
+
+Frames on those pipes are decoded by :class:`exportlens.core.isolation.messages.FrameDecoder`."""
 
 from __future__ import annotations
 
 import os
 from typing import Any, Callable
 
-from exportlens.core.isolation.messages import HEADER
-
 OUTPUT_TAIL = 4096  # bytes of model output kept per request
-
-
-class FrameBuffer:
-    """Frames from a non-blocking fd: bytes in, complete msgpack maps out."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def feed(self, chunk: bytes) -> list[Any]:
-        import msgpack
-
-        self.data += chunk
-        out = []
-        n = HEADER.size
-        while len(self.data) >= n:
-            (size,) = HEADER.unpack_from(self.data)
-            if len(self.data) < n + size:
-                break
-            payload = bytes(self.data[n : n + size])
-            del self.data[: n + size]
-            out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
-        return out
 
 
 class Tail:

@@ -16,6 +16,8 @@ This module must not import torch (the CLI and the server use it).
 from __future__ import annotations
 
 import collections
+import enum
+import logging
 import os
 import selectors
 import subprocess
@@ -23,11 +25,27 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import IO, Any, Callable, Iterable, Iterator, Literal
+from typing import IO, Callable, Iterable, Iterator, Literal
 
-from exportlens.core.isolation.messages import ExportRequest, Limits, write_frame
-from exportlens.core.model.plain import WireError, from_plain, to_plain
+from exportlens.core.isolation.messages import (
+    Cancel,
+    Exit,
+    Export,
+    ExportRequest,
+    Finished,
+    FrameDecoder,
+    JobStarted,
+    Limits,
+    Message,
+    MessageError,
+    Progress,
+    ToWorker,
+    WorkerReady,
+    write_frame,
+)
 from exportlens.core.model.results import Diagnostic, FileResult
+
+log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
 MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
@@ -55,55 +73,52 @@ class PoolEvent:
     detail: str = ""
 
 
-class _Worker:
-    """One worker process and the request it holds. States: starting, idle, busy."""
+class WorkerState(enum.Enum):
+    """A worker process's life: it imports torch and warms up (STARTING), waits for a
+    request (IDLE), runs one (BUSY); DEAD once the pool gave up on replacing it."""
 
-    def __init__(self, log: IO[bytes] | int) -> None:
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    DEAD = "dead"
+
+
+class _Worker:
+    """One worker process and the request it holds."""
+
+    def __init__(self, log_file: IO[bytes] | int) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=log,
+            stderr=log_file,
             close_fds=True,
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.out = self.proc.stdout.fileno()
         self.inp = self.proc.stdin.fileno()
         os.set_blocking(self.out, False)
-        self.buffer = bytearray()
-        self.state = "starting"
+        self.decoder = FrameDecoder()
+        self.state = WorkerState.STARTING
         self.request: ExportRequest | None = None
         self.job_pid: int | None = None  # the job process running ``request``
         self.last_heard = time.monotonic()
         self.started = self.last_heard
 
-    def frames(self, chunk: bytes) -> list[Any]:
-        import msgpack
+    def set_state(self, state: WorkerState, why: str = "") -> None:
+        """The one place a worker's state changes, and the one log line it makes."""
+        if state is not self.state:
+            log.debug("worker %d: %s -> %s%s", self.proc.pid, self.state.value, state.value, f" ({why})" if why else "")
+            self.state = state
 
-        self.buffer += chunk
-        out = []
-        while len(self.buffer) >= 4:
-            size = int.from_bytes(self.buffer[:4], "big")
-            if size > 256 * 1024 * 1024:
-                raise WireError(f"frame of {size} bytes")
-            if len(self.buffer) < 4 + size:
-                break
-            payload = bytes(self.buffer[4 : 4 + size])
-            del self.buffer[: 4 + size]
-            try:
-                out.append(msgpack.unpackb(payload, raw=False, strict_map_key=False))
-            except Exception as e:  # msgpack raises several unrelated types
-                raise WireError(f"undecodable frame: {e}") from e
-        return out
-
-    def send(self, message: Any) -> None:
+    def send(self, message: ToWorker) -> None:
         write_frame(self.inp, message)
 
     def kill(self, grace_s: float = 0.0) -> None:
         """Stop the worker; with a grace period, ask first so it kills its job's group."""
         if grace_s and self.proc.poll() is None:
             try:
-                self.send({"ev": "exit"})
+                self.send(Exit())
                 self.proc.wait(timeout=grace_s)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -165,12 +180,10 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- public API
-
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every worker finished warming up (raises WorkerError)."""
         end = time.monotonic() + timeout
-        while any(w.state == "starting" for w in self._workers):
+        while any(w.state is WorkerState.STARTING for w in self._workers):
             if self._start_failures >= MAX_START_FAILURES:
                 raise WorkerError("workers fail to start; see the worker log")
             if time.monotonic() > end:
@@ -224,13 +237,13 @@ class WorkerPool:
             for worker in self._workers:
                 if worker.request is not None and worker.request.id == request_id:
                     try:
-                        worker.send({"ev": "cancel", "id": request_id})
+                        worker.send(Cancel(request_id))
                     except OSError:
                         pass
 
     def worker_pids(self) -> list[int]:
         """The worker (zygote) processes' pids."""
-        return [w.proc.pid for w in self._workers if w.state != "dead"]
+        return [w.proc.pid for w in self._workers if w.state is not WorkerState.DEAD]
 
     def job_pid(self, request_id: int) -> int | None:
         """The pid of the job process running the request now, if one is."""
@@ -253,8 +266,6 @@ class WorkerPool:
             except OSError:
                 pass
 
-    # ---- internals
-
     def _limited(self, request: ExportRequest) -> ExportRequest:
         return replace(request, limits=self.limits) if self.limits else request
 
@@ -269,7 +280,7 @@ class WorkerPool:
     def _step(self, pending: collections.deque[ExportRequest], done: dict[int, FileResult]) -> None:
         """Hand pending requests to idle workers, then wait briefly for events."""
         for worker in self._workers:
-            while worker.state == "idle" and pending:
+            while worker.state is WorkerState.IDLE and pending:
                 request = pending.popleft()
                 with self._lock:
                     if request.id in self._cancelled:
@@ -292,10 +303,11 @@ class WorkerPool:
             yield request_id, result
 
     def _dispatch(self, worker: _Worker, request: ExportRequest, done: dict[int, FileResult]) -> None:
-        worker.request, worker.state, worker.last_heard = request, "busy", time.monotonic()
+        worker.request, worker.last_heard = request, time.monotonic()
+        worker.set_state(WorkerState.BUSY, f"request {request.id}")
         try:
             with self._lock:
-                worker.send(to_plain(request))
+                worker.send(Export(request))
         except OSError:
             self._replace(worker, "it stopped reading its input", done)
 
@@ -309,7 +321,7 @@ class WorkerPool:
         selector = selectors.DefaultSelector()
         try:
             for worker in self._workers:
-                if worker.state != "dead":
+                if worker.state is not WorkerState.DEAD:
                     selector.register(worker.out, selectors.EVENT_READ, worker)
             selector.register(self._wake_r, selectors.EVENT_READ, None)
             for key, _ in selector.select(timeout):
@@ -321,9 +333,9 @@ class WorkerPool:
             selector.close()
         now = time.monotonic()
         for worker in list(self._workers):
-            if worker.state == "starting" and now - worker.started > READY_TIMEOUT_S:
+            if worker.state is WorkerState.STARTING and now - worker.started > READY_TIMEOUT_S:
                 self._replace(worker, "it did not start in time", done)
-            elif worker.state == "busy" and now - worker.last_heard > self._silence_limit(worker):
+            elif worker.state is WorkerState.BUSY and now - worker.last_heard > self._silence_limit(worker):
                 self._replace(worker, "it stopped responding", done)
 
     def _drain_wake(self) -> None:
@@ -346,53 +358,45 @@ class WorkerPool:
             return
         worker.last_heard = time.monotonic()
         try:
-            for message in worker.frames(chunk):
+            for message in worker.decoder.feed(chunk):
                 self._handle(worker, message, done)
-        except (WireError, KeyError, TypeError, ValueError) as e:
+        except MessageError as e:
             self._replace(worker, f"it sent a bad message: {e}", done)
 
-    def _handle(self, worker: _Worker, message: Any, done: dict[int, FileResult]) -> None:
-        ev = message.get("ev") if isinstance(message, dict) else None
-        if ev == "ready":
-            worker.state = "busy" if worker.request else "idle"
+    def _handle(self, worker: _Worker, message: Message, done: dict[int, FileResult]) -> None:
+        if isinstance(message, WorkerReady):
+            worker.set_state(WorkerState.BUSY if worker.request else WorkerState.IDLE, "warmed up")
             self._start_failures = 0
-            self._emit(PoolEvent("ready", detail=f"pid {worker.proc.pid}, torch {message.get('torch')}"))
-        elif ev == "result":
+            self._emit(PoolEvent("ready", detail=f"pid {worker.proc.pid}, torch {message.torch}"))
+        elif isinstance(message, Finished):
             request = worker.request
-            if request is None or message["id"] != request.id:
-                raise WireError(f"a result for request {message.get('id')} it does not hold")
-            result = from_plain(FileResult, message["result"])
-            worker.request, worker.state, worker.job_pid = None, "idle", None
-            if not message.get("cancelled"):
-                done[request.id] = result
-        elif ev == "started":
-            worker.job_pid = message.get("pid")
-        elif ev == "begin":
+            if request is None or message.id != request.id:
+                raise MessageError(f"a result for request {message.id} it does not hold")
+            worker.request, worker.job_pid = None, None
+            worker.set_state(WorkerState.IDLE, f"request {request.id} done")
+            if not message.cancelled:
+                done[request.id] = message.result
+        elif isinstance(message, JobStarted):
+            worker.job_pid = message.pid
+        elif isinstance(message, Progress):
             # Also a heartbeat: last_heard is already updated.
-            index, total = message.get("index"), message.get("total")
-            self._emit(
-                PoolEvent(
-                    "begin",
-                    request_id=worker.request.id if worker.request else message.get("id"),
-                    target=message.get("target"),
-                    index=index if isinstance(index, int) else None,
-                    total=total if isinstance(total, int) else None,
-                )
-            )
+            self._emit(PoolEvent("begin", request_id=message.id, target=message.target, index=message.index, total=message.total))
         else:
-            raise WireError(f"unknown message {ev!r}")
+            raise MessageError(f"{type(message).__name__} is not a message a worker sends")
 
     def _replace(self, worker: _Worker, why: str, done: dict[int, FileResult]) -> None:
         """Kill a failed worker, fail its request, start a new one in its place."""
         request = worker.request
-        if worker.state == "starting":
+        log.info("worker %d failed: %s", worker.proc.pid, why)
+        if worker.state is WorkerState.STARTING:
             self._start_failures += 1
         worker.kill()
         index = self._workers.index(worker)
         if request is not None:
             done[request.id] = crash_result(request, why)
         if self.closed or self._start_failures >= MAX_START_FAILURES:
-            worker.state, worker.request = "dead", None
+            worker.request = None
+            worker.set_state(WorkerState.DEAD, why)
             if not self.closed:
                 self._emit(PoolEvent("gave-up", detail=why))
             return

@@ -1,29 +1,14 @@
-"""A job process seen from the worker: its memory, how it ended (and at which line),
-stopping it."""
+"""A job process seen from the worker: its memory, and stopping it (with a stack dump first)."""
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 
 from exportlens.core.isolation.jobprocess import DUMP_SIGNAL
-from exportlens.core.isolation.messages import ExportRequest
 
 DUMP_GRACE_S = 0.2  # the stack dump is written synchronously by a signal handler
-
-__all__ = ["dump_stack", "exit_text", "kill_group", "locate", "rss_kb"]
-
-
-def signal_text(sig: int) -> str:
-    try:
-        name = signal.Signals(sig).name
-    except ValueError:
-        name = f"signal {sig}"
-    desc = signal.strsignal(sig) or ""
-    return f"{name} ({desc.lower()})" if desc else name
-
 
 def rss_kb(pid: int, depth: int = 0) -> int:
     """Resident set of pid plus its descendants, in kB (0 once it is gone)."""
@@ -42,19 +27,6 @@ def rss_kb(pid: int, depth: int = 0) -> int:
     except (OSError, ValueError):
         pass
     return total
-
-
-def exit_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        text = f"with {signal_text(sig)}"
-        if sig == signal.SIGKILL:
-            text += " (killed from outside, perhaps the system ran out of memory)"
-        return text
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
-    if code == 70:
-        return "with exit code 70 (an internal exportlens error; see the output below)"
-    return f"with exit code {code} (os._exit or a native library ended the process)"
 
 
 def dump_stack(pid: int) -> None:
@@ -82,22 +54,3 @@ def kill_group(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-
-
-_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in ')
-
-
-def locate(dump: str, request: ExportRequest) -> int | None:
-    """The deepest line of the model file in a faulthandler dump, else of its root."""
-    frames = [(m.group(1), int(m.group(2))) for m in map(_FRAME.match, dump.splitlines()) if m]
-    path = os.path.realpath(request.path)
-    for fname, line in frames:  # most recent call first
-        if os.path.realpath(fname) == path:
-            return line
-    if request.root:
-        root = os.path.join(os.path.realpath(request.root), "")
-        for fname, line in frames:
-            real = os.path.realpath(fname)
-            if real.startswith(root) and "site-packages" not in real:
-                return line
-    return None

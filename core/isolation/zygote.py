@@ -4,8 +4,8 @@ One worker is a *zygote*: a single-threaded process that imports torch once, run
 tiny export so lazy imports and caches are hot, and then forks one disposable child
 per request. The child runs ``exportlens.core.export.job.run_job`` (the user's model code);
 a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
-Forking a warm zygote costs ~0.4 s per job against ~3.5 s for a forkserver and
-~5 s for a fresh interpreter (``bench/bench_startmethod.py``). While idle, the zygote
+Forking a warm zygote is what makes a job start in a fraction of a fresh
+interpreter's time (``bench/bench_startmethod.py`` measures it). While idle, the zygote
 forks the *next* job process ahead of time and lets it warm up (a tiny export pays the
 fork's copy-on-write of torch's op tables): a request then starts in a warm process.
 A request that arrives while that standby is still warming goes to a fresh fork.
@@ -15,18 +15,7 @@ child that runs one deadlocks. The zygote therefore only ever touches tiny tenso
 (below torch's parallel grain size) and keeps ``torch.set_num_threads(1)`` so that
 nothing it runs can start the OpenMP pool; each child restores the thread count.
 
-Protocol (frames from ``exportlens.core.isolation.messages``), front end -> worker:
-  an ``ExportRequest`` as a plain map (no ``ev`` key)     run it (queued if busy)
-  ``{"ev": "cancel", "id": N}``                           kill job N now
-  ``{"ev": "exit"}``                                      kill any job and exit
-worker -> front end:
-  ``{"ev": "ready", "pid", "torch"}``        once, after warm-up
-  ``{"ev": "started", "id", "pid"}``         a job process runs request ``id``
-  ``{"ev": "begin", "id", "target"}``        progress (also a heartbeat)
-  ``{"ev": "result", "id", "result"}``       exactly once per request; a cancelled
-                                             request gets an empty ``FileResult`` and
-                                             ``"cancelled": true``. A cancel for an
-                                             id already answered gets no reply.
+The messages it reads and writes are in ``exportlens.core.isolation.messages``.
 """
 
 from __future__ import annotations
@@ -41,19 +30,36 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exportlens.core.export.analyze import complete_range
-from exportlens.core.isolation.jobprocess import child_main, standby_main
-from exportlens.core.isolation.messages import ExportRequest, write_frame
-from exportlens.core.isolation.pipes import FrameBuffer, Tail, drain
-from exportlens.core.isolation.procs import dump_stack, exit_text, kill_group, locate, rss_kb
-from exportlens.core.isolation.warmup import prewarm, warm_up
-from exportlens.core.model.plain import from_plain, to_plain
+from exportlens.core.isolation.failure import Failure, exit_text, failure_diagnostic
+from exportlens.core.isolation.jobprocess import child_main, standby_main, warm_up
+from exportlens.core.isolation.messages import (
+    Cancel,
+    Exit,
+    Export,
+    ExportRequest,
+    Finished,
+    FrameDecoder,
+    FromJob,
+    FromWorker,
+    JobResult,
+    JobStarted,
+    MessageError,
+    Progress,
+    StandbyWarm,
+    TargetBegins,
+    TargetDone,
+    TargetsFound,
+    ToWorker,
+    WorkerReady,
+    encode,
+    write_frame,
+)
+from exportlens.core.isolation.pipes import Tail, drain
+from exportlens.core.isolation.procs import dump_stack, kill_group, rss_kb
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.source.sourcemap import SourceIndex
 
 MEMORY_POLL_S = 0.025
-
-
-# --------------------------------------------------------------------------- zygote
 
 
 @dataclass
@@ -67,7 +73,6 @@ class Attempt:
     detail: str = ""
     dump: str = ""
     cancelled: bool = False
-    exiting: bool = False
     # Targets the job finished before it died: (result, its diagnostics).
     done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
 
@@ -104,7 +109,7 @@ class Zygote:
     def __init__(self, fin: int, fout: int) -> None:
         self.fin = fin
         self.fout = fout
-        self.inbox = FrameBuffer()
+        self.inbox = FrameDecoder()
         self.queue: collections.deque[ExportRequest] = collections.deque()
         self.cancel_current = False
         self.current_id: int | None = None
@@ -112,9 +117,7 @@ class Zygote:
         self.num_threads = 1
         self.standby: _Standby | None = None
 
-    # ---- messages from the front end
-
-    def send(self, message: dict) -> None:
+    def send(self, message: FromWorker) -> None:
         write_frame(self.fout, message)
 
     def read_input(self) -> None:
@@ -123,33 +126,34 @@ class Zygote:
         if not chunk:
             self.exiting = True
             return
-        for message in self.inbox.feed(chunk):
+        try:
+            messages = self.inbox.feed(chunk)
+        except MessageError as e:
+            # Our own front end sent something we cannot read: the stream may be out
+            # of step, so stop; the pool replaces a worker that exits.
+            print(f"exportlens worker: {e}; exiting", file=sys.stderr)
+            self.exiting = True
+            return
+        for message in messages:
             self.handle(message)
 
-    def handle(self, message: Any) -> None:
-        if not isinstance(message, dict):
-            return
-        ev = message.get("ev")
-        if ev is None or ev == "export":
-            plain = message.get("request", message)
-            request = from_plain(ExportRequest, plain)
-            self.queue.append(request)
-        elif ev == "cancel":
-            target = message.get("id")
-            if target == self.current_id:
+    def handle(self, message: ToWorker | FromJob | FromWorker) -> None:
+        if isinstance(message, Export):
+            self.queue.append(message.request)
+        elif isinstance(message, Cancel):
+            if message.id == self.current_id:
                 self.cancel_current = True
             for queued in list(self.queue):
-                if queued.id == target:
+                if queued.id == message.id:
                     self.queue.remove(queued)
                     self.send_cancelled(queued)
-        elif ev == "exit":
+        elif isinstance(message, Exit):
             self.exiting = True
+        else:
+            print(f"exportlens worker: ignoring {type(message).__name__}, not a message for a worker", file=sys.stderr)
 
     def send_cancelled(self, request: ExportRequest) -> None:
-        empty = to_plain(FileResult(path=request.path))
-        self.send({"ev": "result", "id": request.id, "result": empty, "cancelled": True})
-
-    # ---- the loop
+        self.send(Finished(request.id, FileResult(path=request.path), cancelled=True))
 
     def serve(self) -> None:
         try:
@@ -171,7 +175,7 @@ class Zygote:
                 if not self.exiting:
                     self.send_cancelled(request)
             else:
-                self.send({"ev": "result", "id": request.id, "result": to_plain(result)})
+                self.send(Finished(request.id, result))
 
     def run_request(self, request: ExportRequest) -> FileResult | None:
         """Run the request's targets, re-forking past any target that kills its job."""
@@ -235,45 +239,16 @@ class Zygote:
             elapsed_ms=(time.monotonic() - started) * 1000,
         )
 
-    def diagnose(
-        self,
-        request: ExportRequest,
-        attempt: Attempt,
-        decls: list[TargetDecl] | None,
-        tail: Tail,
-    ) -> Diagnostic:
-        """The diagnostic for a job that timed out, blew its memory or died."""
-        name = attempt.current
-        decl = self._decl(decls, name)
-        line = locate(attempt.dump, request)
-        what = f"export of '{name}'" if name else f"loading {os.path.basename(request.path)}"
-        where = "at this line" if line else "(no line of this file was running)"
-        limits = request.limits
-        if attempt.failure == "timeout":
-            message = f"{what} took longer than {limits.timeout_s:g} s (limit: --timeout); it was stopped {where}"
-        elif attempt.failure == "out-of-memory":
-            message = (
-                f"{what} used more than {limits.memory_mb} MB of memory "
-                f"(limit: {limits.memory_mb} MB resident); it was stopped {where}"
-            )
-        else:
-            message = f"the export process died {attempt.detail} during {what}" + (
-                "; it crashed at this line" if line else ""
-            )
-        output = tail.text().strip()
-        if output and attempt.failure == "worker-crash":
-            lines = output.splitlines()[-8:]
-            message += "\nlast output:\n" + "\n".join(lines)
-        line = line or (decl.line if decl else 1)
-        # Only a failure inside a target belongs to it; before `begin` it is file-level.
-        return Diagnostic(code=attempt.failure or "worker-crash", message=message, line=line, target=name)
+    def diagnose(self, request: ExportRequest, attempt: Attempt, decls: list[TargetDecl] | None, tail: Tail) -> Diagnostic:
+        failure = Failure(attempt.failure or "worker-crash", attempt.current, attempt.detail, attempt.dump, tail.text())
+        return failure_diagnostic(request, failure, self._decl(decls, attempt.current))
 
     def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
         """Run the request in a job process (the standby, else a new fork) and
         supervise it to its end."""
         attempt = Attempt()
         job = self.take_standby(request) or self.fork_job(request)
-        self.send({"ev": "started", "id": request.id, "pid": job.pid})
+        self.send(JobStarted(request.id, job.pid))
         try:
             self.supervise(job.pid, request, attempt, job.events_r, job.output_r, tail)
         finally:
@@ -321,7 +296,7 @@ class Zygote:
 
         def child(events_w: int, output_w: int, dump_fd: int) -> None:
             os.close(request_w)
-            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, prewarm)
+            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads)
 
         job = self._fork(child)
         os.close(request_r)
@@ -335,7 +310,7 @@ class Zygote:
         try:
             done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
             if not done and _ready(standby.job.events_r):
-                write_frame(standby.request_w, to_plain(request))
+                write_frame(standby.request_w, Export(request))
                 os.close(standby.request_w)
                 return standby.job
         except OSError:
@@ -369,7 +344,7 @@ class Zygote:
         memory_kb = limits.memory_mb * 1024
         deadline = time.monotonic() + limits.timeout_s
         next_poll = 0.0
-        events = FrameBuffer()
+        events = FrameDecoder()
         selector = selectors.DefaultSelector()
         selector.register(self.fin, selectors.EVENT_READ, "in")
         selector.register(events_r, selectors.EVENT_READ, "events")
@@ -386,9 +361,13 @@ class Zygote:
                     else:
                         chunks: list[bytes] = []
                         open_ = drain(events_r, chunks.append)
-                        for message in events.feed(b"".join(chunks)):
-                            if self.on_event(message, request, attempt):
-                                deadline = time.monotonic() + limits.timeout_s
+                        try:
+                            for message in events.feed(b"".join(chunks)):
+                                if self.on_event(message, request, attempt):
+                                    deadline = time.monotonic() + limits.timeout_s
+                        except MessageError as e:
+                            attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
+                            return
                         if not open_:
                             selector.unregister(events_r)
                 if attempt.result is not None:
@@ -398,7 +377,10 @@ class Zygote:
                     return
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
-                    drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
+                    try:
+                        drain(events_r, lambda c: [self.on_event(m, request, attempt) for m in events.feed(c)])
+                    except MessageError:
+                        pass  # it is gone; what it managed to say stands
                     if attempt.result is None:
                         attempt.failure = "worker-crash"
                         attempt.detail = exit_text(status)
@@ -418,28 +400,22 @@ class Zygote:
         finally:
             selector.close()
 
-    def on_event(self, message: Any, request: ExportRequest, attempt: Attempt) -> bool:
+    def on_event(self, message: FromJob | ToWorker | FromWorker, request: ExportRequest, attempt: Attempt) -> bool:
         """Record one job event; True when it starts a new timeout period."""
-        if not isinstance(message, dict):
-            return False
-        ev = message.get("ev")
-        if ev == "targets":
-            attempt.decls = [from_plain(TargetDecl, t) for t in message.get("targets", [])]
+        if isinstance(message, TargetsFound):
+            attempt.decls = list(message.targets)
             return True
-        if ev == "begin":
-            attempt.current = message.get("target")
+        if isinstance(message, TargetBegins):
+            attempt.current = message.target
             names = [d.name for d in attempt.decls or ()]
-            index = names.index(attempt.current) + 1 if attempt.current in names else None
+            index = names.index(message.target) + 1 if message.target in names else None
             # index/total let the front end show "exporting Counter (1/2)".
-            self.send({"ev": "begin", "id": request.id, "target": attempt.current, "index": index, "total": len(names) or None})
+            self.send(Progress(request.id, message.target, index, len(names) or None))
             return True
-        if ev == "done":
-            finished = from_plain(TargetResult, message["target"])
-            found = [from_plain(Diagnostic, d) for d in message.get("diagnostics", [])]
-            attempt.done.append((finished, found))
-            return False
-        if ev == "result":
-            attempt.result = from_plain(FileResult, message["result"])
+        if isinstance(message, TargetDone):
+            attempt.done.append((message.target, list(message.diagnostics)))
+        elif isinstance(message, JobResult):
+            attempt.result = message.result
         return False
 
 
@@ -449,8 +425,7 @@ def _ready(events_r: int) -> bool:
         data = os.read(events_r, 4096)
     except BlockingIOError:
         return False
-    frames = FrameBuffer().feed(data)
-    return bool(frames) and isinstance(frames[0], dict) and frames[0].get("ev") == "standby"
+    return data == encode(StandbyWarm())
 
 
 def _index_of(request: ExportRequest) -> SourceIndex:
@@ -483,7 +458,7 @@ def main() -> None:
     gc.freeze()
     zygote = Zygote(fin, fout)
     zygote.num_threads = num_threads
-    zygote.send({"ev": "ready", "pid": os.getpid(), "torch": version})
+    zygote.send(WorkerReady(os.getpid(), version))
     zygote.serve()
 
 

@@ -1,0 +1,92 @@
+"""What a job process that did not finish becomes for the user: the diagnostic for a
+timeout, a memory blow-up or a crash, at the line of the model file that was running.
+
+The zygote (``exportlens.core.isolation.zygote``) only supervises; the words and the
+line it reports come from here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from dataclasses import dataclass
+
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.results import Diagnostic, TargetDecl
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How a job ended early, as the zygote saw it."""
+
+    code: str  # "timeout", "out-of-memory" or "worker-crash"
+    target: str | None  # the target being exported (the last ``TargetBegins``), if any
+    detail: str = ""  # for a crash: how the process ended (``exit_text``)
+    dump: str = ""  # the faulthandler stack dump the job left behind
+    output: str = ""  # the tail of what the job printed
+
+
+def failure_diagnostic(request: ExportRequest, failure: Failure, decl: TargetDecl | None) -> Diagnostic:
+    """The diagnostic for a job that timed out, blew its memory or died."""
+    name = failure.target
+    line = locate(failure.dump, request)
+    what = f"export of '{name}'" if name else f"loading {os.path.basename(request.path)}"
+    where = "at this line" if line else "(no line of this file was running)"
+    limits = request.limits
+    if failure.code == "timeout":
+        message = f"{what} took longer than {limits.timeout_s:g} s (limit: --timeout); it was stopped {where}"
+    elif failure.code == "out-of-memory":
+        message = (
+            f"{what} used more than {limits.memory_mb} MB of memory "
+            f"(limit: {limits.memory_mb} MB resident); it was stopped {where}"
+        )
+    else:
+        message = f"the export process died {failure.detail} during {what}" + ("; it crashed at this line" if line else "")
+    output = failure.output.strip()
+    if output and failure.code == "worker-crash":
+        message += "\nlast output:\n" + "\n".join(output.splitlines()[-8:])
+    line = line or (decl.line if decl else 1)
+    # Only a failure inside a target belongs to it; before its ``TargetBegins`` it is file-level.
+    return Diagnostic(code=failure.code, message=message, line=line, target=name)
+
+
+def signal_text(sig: int) -> str:
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    desc = signal.strsignal(sig) or ""
+    return f"{name} ({desc.lower()})" if desc else name
+
+
+def exit_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        text = f"with {signal_text(sig)}"
+        if sig == signal.SIGKILL:
+            text += " (killed from outside, perhaps the system ran out of memory)"
+        return text
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    if code == 70:
+        return "with exit code 70 (an internal exportlens error; see the output below)"
+    return f"with exit code {code} (os._exit or a native library ended the process)"
+
+
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in ')
+
+
+def locate(dump: str, request: ExportRequest) -> int | None:
+    """The deepest line of the model file in a faulthandler dump, else of its root."""
+    frames = [(m.group(1), int(m.group(2))) for m in map(_FRAME.match, dump.splitlines()) if m]
+    path = os.path.realpath(request.path)
+    for fname, line in frames:  # most recent call first
+        if os.path.realpath(fname) == path:
+            return line
+    if request.root:
+        root = os.path.join(os.path.realpath(request.root), "")
+        for fname, line in frames:
+            real = os.path.realpath(fname)
+            if real.startswith(root) and "site-packages" not in real:
+                return line
+    return None
