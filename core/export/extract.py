@@ -32,6 +32,7 @@ from exportlens.core.model.signature import (
     Signature,
     TensorMeta,
 )
+from exportlens.core.serde.encode import range_bound
 from exportlens.core.source.sourcemap import SourceIndex
 
 __all__ = ["extract_signature", "graph_text"]
@@ -152,29 +153,8 @@ def tensor_meta(val: Any) -> TensorMeta | None:
 def _ranges(ep: torch.export.ExportedProgram) -> dict[str, tuple[int | None, int | None]]:
     out: dict[str, tuple[int | None, int | None]] = {}
     for sym, vr in (getattr(ep, "range_constraints", None) or {}).items():
-        out[str(sym)] = (_bound(getattr(vr, "lower", None)), _bound(getattr(vr, "upper", None)))
+        out[str(sym)] = (range_bound(getattr(vr, "lower", None), lower=True), range_bound(getattr(vr, "upper", None), lower=False))
     return out
-
-
-def _bound(value: Any) -> int | None:
-    """An int for a finite end; None for ``int_oo``/``oo`` (or anything unreadable)."""
-    if value is None or _is_infinite(value):
-        return None
-    try:
-        if getattr(value, "is_Boolean", False):  # SymBool ranges are sympy.true/false
-            return int(bool(value))
-        return int(value)
-    except Exception:  # sympy raises all sorts of things on odd atoms
-        return None
-
-
-def _is_infinite(value: Any) -> bool:
-    # torch's int_oo claims is_finite=True, so compare with it explicitly.
-    from torch.utils._sympy.numbers import int_oo
-
-    if value == int_oo or value == -int_oo:
-        return True
-    return bool(getattr(value, "is_infinite", False))
 
 
 def _output_values(ep: torch.export.ExportedProgram, count: int) -> list[Any]:

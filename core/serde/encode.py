@@ -23,7 +23,7 @@ from exportlens.core.model.results import Diagnostic
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.weights import collect_weights
 
-__all__ = ["to_bytes", "op_name"]
+__all__ = ["to_bytes", "op_name", "range_bound"]
 
 _EVAL_KEY = re.compile(r"<eval_with_key>\.\d+")
 _FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -279,14 +279,29 @@ def _custom_obj_fqn(v: Any) -> str | None:
     return None
 
 
-def _bound(v: Any, lower: bool) -> int | None:
-    """A range end as an int, or None when unbounded (``int_oo``, ``oo``)."""
-    if v in (sympy.oo, -sympy.oo, int_oo, -int_oo):
+def range_bound(value: Any, *, lower: bool) -> int | None:
+    """One end of a symbol's value range as an int; None when unbounded or unreadable.
+
+    The signature's ranges and the program's bytes both come from here, so a hover
+    from a cached program and one from a fresh export agree. Fractional ends (rare,
+    from divisions) narrow to the integers inside the range, the lower end up and the
+    upper end down, as torch's own serializer does (``_serialize_range_constraints``).
+    ``int_oo`` must be compared explicitly: it claims ``is_finite``. ``SymBool``
+    ranges (``sympy.true``/``false``) read as 1/0. Anything else (a bound with free
+    symbols) is None rather than an exception: a missing bound beats a lost export.
+    """
+    if value is None:
         return None
-    if isinstance(v, (int, sympy.Integer)):
-        return int(v)
-    # Fractional ends (rare, from divisions) narrow to the integers inside the range.
-    return int(sympy.ceiling(v) if lower else sympy.floor(v))
+    try:
+        if value in (sympy.oo, -sympy.oo, int_oo, -int_oo) or getattr(value, "is_infinite", False):
+            return None
+        if getattr(value, "is_Boolean", False):
+            return int(bool(value))
+        if isinstance(value, (int, sympy.Integer)):
+            return int(value)
+        return int(sympy.ceiling(value) if lower else sympy.floor(value))
+    except Exception:  # sympy raises all sorts of things on odd atoms
+        return None
 
 
 def to_bytes(
@@ -301,7 +316,7 @@ def to_bytes(
     graph = enc.graph(ep.graph_module)
     signature = enc.signature(ep.graph_signature)
     ranges: list[tuple[str, int | None, int | None]] = sorted(
-        (str(k), _bound(v.lower, True), _bound(v.upper, False)) for k, v in ep.range_constraints.items()
+        (str(k), range_bound(v.lower, lower=True), range_bound(v.upper, lower=False)) for k, v in ep.range_constraints.items()
     )
     doc[S.P_GRAPH] = graph
     doc[S.P_SIGNATURE] = signature
