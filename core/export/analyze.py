@@ -175,20 +175,24 @@ _DIM_NAMES = re.compile(r"Constraints violated \(([^)]*)\)")
 _CAUSED_BY = re.compile(r"([\w./\\-]+\.py):(\d+) in (\w+)")
 
 
+def data_dependent_message(expr: str | None, statement: str | None = None) -> str:
+    """What a ``data-dependent`` diagnostic says: what export could not decide, where,
+    and the two ways out. ``statement`` is the user's line when ``draft_export``
+    named it (one diagnostic per line); otherwise torch's message follows."""
+    if statement is not None:
+        head = f"`{statement}` depends on the value of a tensor, not its shape: export cannot decide `{expr}`"
+    elif expr:
+        head = f"export cannot decide `{expr}`: it depends on the value of a tensor, not its shape"
+    else:
+        head = "export cannot branch on a data-dependent value"
+    return f"{head}. Tell export what holds with `torch._check(...)` (or `torch._check_is_size`), or use `torch.cond` to keep both branches."
+
+
 def message_for(code: str, facts: ErrorFacts, target: str) -> str:
     msg = clean_message(facts.message)
     if code == "data-dependent":
         m = _DD_EXPR.search(facts.message)
-        expr = m.group(1) if m else None
-        head = (
-            f"export cannot decide `{expr}`: it depends on the value of a tensor, not its shape"
-            if expr
-            else "export cannot branch on a data-dependent value"
-        )
-        return (
-            f"{head}. Tell export what holds with `torch._check(...)` "
-            "(or `torch._check_is_size`), or use `torch.cond` to keep both branches.\n" + msg
-        )
+        return data_dependent_message(m.group(1) if m else None) + "\n" + msg
     if code == "constraint-violation":
         return "the declared dynamic_shapes are violated: " + msg
     if code == "unsupported-type":

@@ -60,6 +60,27 @@ def test_clean_message_drops_boilerplate_and_quoted_stacks() -> None:
     assert "n = 4" in cleaned
 
 
+ADVICE = "Tell export what holds with `torch._check(...)` (or `torch._check_is_size`), or use `torch.cond` to keep both branches."
+
+
+@pytest.mark.parametrize(
+    ("expr", "statement", "text"),
+    [
+        ("u0 > 0", "if x.item() > 0:", "`if x.item() > 0:` depends on the value of a tensor, not its shape: export cannot decide `u0 > 0`. " + ADVICE),
+        ("u0 > 0", None, "export cannot decide `u0 > 0`: it depends on the value of a tensor, not its shape. " + ADVICE),
+        (None, None, "export cannot branch on a data-dependent value. " + ADVICE),
+    ],
+)
+def test_data_dependent_message(expr: str | None, statement: str | None, text: str) -> None:
+    assert analyze.data_dependent_message(expr, statement) == text
+
+
+def test_data_dependent_message_for_an_error_quotes_torch_after_the_advice() -> None:
+    facts = ErrorFacts(RUNTIME, "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))", ())
+    message = analyze.message_for("data-dependent", facts, "M")
+    assert message.startswith(analyze.data_dependent_message("Eq(u0, 1)") + "\nCould not guard on")
+
+
 SOURCE = '''import torch
 from torch.export import Dim
 batch = Dim("batch", min=2)
