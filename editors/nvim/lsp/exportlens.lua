@@ -5,7 +5,7 @@
 --- exportlens: live `torch.export` feedback. The server exports every model a
 --- Python file declares (in warm worker processes) and shows export errors, banned
 --- mutations and the graph signature at your own lines: diagnostics (source
---- `exportlens`, code = the contract code such as `data-dependent` or
+--- `exportlens`, code = a code of docs/diagnostics.md such as `data-dependent` or
 --- `mutation/buffer`) and `InputSpec`/`OutputSpec` hovers.
 ---
 --- Install the server into the Python environment that has torch:

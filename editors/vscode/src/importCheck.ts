@@ -8,7 +8,7 @@ export type ImportCheck =
     | { ok: true; version: string }
     | { ok: false; reason: 'not-found' | 'not-importable' | 'failed'; detail: string };
 
-// `import exportlens` never imports torch (CONTRACTS.md), so this stays well under a second;
+// `import exportlens` never imports torch (docs/contract.md, "Python API"), so this stays well under a second;
 // the limit only guards against an interpreter that hangs.
 const CHECK_TIMEOUT_MS = 30_000;
 

@@ -7,7 +7,7 @@
 // project's `[tool.exportlens]` (timeout, memory, strict) or its own default. Sending the
 // editor's defaults as if set would silently override every project's pyproject.
 
-/** Diagnostic codes of the contract (CONTRACTS.md), for checking the `diagnostics` setting. */
+/** The diagnostic codes (docs/contract.md, docs/diagnostics.md), for checking the `diagnostics` setting. */
 export const DIAGNOSTIC_CODES: readonly string[] = [
     'syntax-error',
     'import-error',
