@@ -14,14 +14,9 @@ from typing import Iterable, Sequence
 
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import INPUT_KINDS, OUTPUT_KINDS, Signature, SourceLine
-from exportlens.core.source.sourcemap import SourceIndex, frames_in_text
-
-
-@dataclass(frozen=True)
-class Frame:
-    file: str
-    line: int
-    function: str = ""
+from exportlens.core.source.frames import Frame, deepest_in_file, frames_in_text, same_file
+from exportlens.core.source.sourcemap import SourceIndex
+from exportlens.core.source.spans import complete_range, statement_at  # noqa: F401 - complete_range: until job.py and zygote.py import it from spans
 
 
 @dataclass(frozen=True)
@@ -32,23 +27,6 @@ class ErrorFacts:
     message: str
     frames: tuple[Frame, ...]  # innermost last, chained exceptions included
     error_type: str | None = None  # torch._dynamo.exc.UserErrorType name, when any
-
-
-def same_file(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return os.path.realpath(a) == os.path.realpath(b)
-    except (OSError, ValueError):
-        return False
-
-
-def deepest_in_file(frames: Iterable[Frame], path: str) -> Frame | None:
-    found = None
-    for f in frames:
-        if same_file(f.file, path):
-            found = f
-    return found
 
 
 # -- classification -----------------------------------------------------------
@@ -253,29 +231,6 @@ def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | 
     info = index.classes.get(getattr(module_class, "__qualname__", ""))
     forward = info.methods.get("forward") if info else None
     return forward.returns[-1] if forward and forward.returns else None
-
-
-def complete_range(d: Diagnostic, index: SourceIndex) -> Diagnostic:
-    """Every diagnostic gets an end: editors underline ranges, not points."""
-    if d.end_line is not None and d.end_column is not None:
-        return d
-    full = statement_at(index, d.line)
-    if d.column > 1 and d.end_line is None:
-        full = SourceLine(d.line, d.column, d.line, max(full.end_column or d.column + 1, d.column + 1))
-    end_line = d.end_line if d.end_line is not None else full.end_line or d.line
-    end_column = full.end_column if end_line == d.line and full.end_column else d.column + 1
-    column = d.column if d.column > 1 or full.column is None else full.column
-    return Diagnostic(d.code, d.message, d.line, column, end_line, end_column, d.target, d.related)
-
-
-def statement_at(index: SourceIndex, line: int) -> SourceLine:
-    """A whole source line as a range, without its indentation."""
-    text = index.line_text(line)
-    if not text.strip():
-        return SourceLine(line)
-    # Columns are UTF-8 bytes, as ast's (the indentation is ASCII whitespace).
-    start = len(text) - len(text.lstrip()) + 1
-    return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1)
 
 
 def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tuple[SourceLine | None, tuple[Related, ...]]:

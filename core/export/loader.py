@@ -17,10 +17,11 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from exportlens.core.export.analyze import Frame, deepest_in_file, statement_at
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
+from exportlens.core.source.frames import Frame, deepest_in_file
 from exportlens.core.source.sourcemap import SourceIndex
+from exportlens.core.source.spans import statement_at
 
 
 @dataclass

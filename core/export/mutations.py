@@ -17,8 +17,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from exportlens.core.export.analyze import Frame, deepest_in_file
 from exportlens.core.export.loader import frames_of
+from exportlens.core.source.frames import Frame, deepest_in_file
 
 # In-place ops that change a tensor's shape, strides or storage, not its values.
 METADATA_INPLACE = {

@@ -22,7 +22,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, frames_in_text
+from exportlens.core.source.frames import frames_in_text
+from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
+from exportlens.core.source.spans import statement_at
 
 _STATE_INPUT_KINDS = {"PARAMETER", "BUFFER", "CONSTANT_TENSOR", "CUSTOM_OBJ"}
 _MUTATION_OUTPUT_KINDS = {"BUFFER_MUTATION", "USER_INPUT_MUTATION", "PARAMETER_MUTATION"}
@@ -110,7 +112,7 @@ def _user_input_sources(ctx: SourceContext, specs: list[Any], args: tuple, kwarg
     if params is None or len(params) != len(user):
         # Our flattening disagrees with torch's in_spec (inputs torch normalised
         # differently): fall back to the placeholder names torch derived from params.
-        params = [_param_by_name(_arg_name(specs[i].arg), forward) for i in user]
+        params = [param_for_placeholder(_arg_name(specs[i].arg), list(forward.params)[1:]) for i in user]
     out: dict[int, SourceLine] = {}
     for i, param in zip(user, params, strict=True):
         if param is not None and param in forward.params:
@@ -169,15 +171,6 @@ def _param_for_path(path: tuple, sig: inspect.Signature) -> str | None:
     return None
 
 
-def _param_by_name(arg_name: str, forward: FunctionInfo) -> str | None:
-    """``x_0_1`` -> ``x``: the longest parameter that prefixes a placeholder name."""
-    best: str | None = None
-    for p in list(forward.params)[1:]:
-        if (arg_name == p or arg_name.startswith(p + "_")) and (best is None or len(p) > len(best)):
-            best = p
-    return best
-
-
 # -- PARAMETER / BUFFER / CONSTANT_TENSOR / CUSTOM_OBJ -> attribute definition ----------
 
 
@@ -201,7 +194,7 @@ def _first_use_source(ctx: SourceContext, placeholder: str) -> SourceLine | None
     for user in node.users if node is not None else ():
         hit = _deepest_frame(ctx, user)
         if hit is not None:
-            return _line_span(ctx.index, hit[1])
+            return statement_at(ctx.index, hit[1])
     return None
 
 
@@ -319,7 +312,7 @@ def _mutation_source(ctx: SourceContext, spec: Any, node: torch.fx.Node | None) 
         traced, line = hit
         method = _inplace_method(traced)
         where = (method and ctx.index.inplace_call_at(line, method)) or ctx.index.inplace_call_at(line)
-        return where or _line_span(ctx.index, line)
+        return where or statement_at(ctx.index, line)
     # No trace: `self.b.copy_(x)` leaves the output pointing at the placeholder `x`.
     # Fall back to the text: the one in-place call on that name, or the one
     # `self.b = ...`/`self.b += ...` outside __init__.
@@ -370,7 +363,7 @@ def _return_source(ctx: SourceContext, node: torch.fx.Node | None) -> SourceLine
     if len(returns) == 1:
         return returns[0]
     if frames:
-        return _line_span(ctx.index, frames[-1])
+        return statement_at(ctx.index, frames[-1])
     return None
 
 
@@ -381,14 +374,3 @@ def _all_file_frames(ctx: SourceContext, node: torch.fx.Node | None) -> list[int
         if lines:
             return lines
     return []
-
-
-def _line_span(index: SourceIndex, line: int) -> SourceLine:
-    """A whole line without its indentation, for when no finer node is known."""
-    text = index.line_text(line)
-    stripped = text.lstrip()
-    if not stripped:
-        return SourceLine(line)
-    start = len(text) - len(stripped) + 1
-    return SourceLine(line, start, line, len(text.rstrip()) + 1)
-

@@ -10,29 +10,13 @@ from its text; never imports or runs it.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from exportlens.core.model.signature import SourceLine
+from exportlens.core.source.spans import head, span
 
 _ATTR_REGISTER_CALLS = {"register_buffer", "register_parameter", "add_module", "register_module"}
-
-
-def span(node: ast.AST) -> SourceLine:
-    """A node's range, 1-based columns (ast's are 0-based byte offsets)."""
-    return SourceLine(
-        line=node.lineno,  # type: ignore[attr-defined]
-        column=node.col_offset + 1,  # type: ignore[attr-defined]
-        end_line=getattr(node, "end_lineno", None),
-        end_column=(node.end_col_offset + 1) if getattr(node, "end_col_offset", None) is not None else None,  # type: ignore[attr-defined]
-    )
-
-
-def head(node: ast.AST) -> SourceLine:
-    """The first line of a node only (a ``class``/``def`` keyword line, a statement's start)."""
-    s = span(node)
-    return SourceLine(s.line, s.column, s.line, None)
 
 
 @dataclass
@@ -70,6 +54,20 @@ class FunctionInfo:
     # `with ... as x`) takes effect: the end of an assignment statement, else the end
     # of the bound name. Reads at or after it no longer see the parameter's value.
     rebound_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def param_for_placeholder(placeholder: str, params: Iterable[str]) -> str | None:
+    """The parameter torch named a placeholder after: ``x_0_1`` -> ``x``.
+
+    A user input's placeholder is the ``forward`` parameter it was bound to, with
+    ``_<key>`` suffixes for the leaves of a nested input: the longest parameter that
+    is the name, or prefixes it before a ``_``, is the one.
+    """
+    best: str | None = None
+    for p in params:
+        if (placeholder == p or placeholder.startswith(p + "_")) and (best is None or len(p) > len(best)):
+            best = p
+    return best
 
 
 @dataclass
@@ -117,13 +115,14 @@ class SourceIndex:
 
     def enclosing_function(self, line: int) -> FunctionInfo | None:
         best: FunctionInfo | None = None
-        for f in self._all_functions():
+        for f in self.all_functions():
             if f.first_line <= line <= f.last_line:
                 if best is None or f.first_line >= best.first_line:
                     best = f
         return best
 
-    def _all_functions(self) -> Iterable[FunctionInfo]:
+    def all_functions(self) -> Iterable[FunctionInfo]:
+        """Module-level and nested functions, then every class's methods."""
         yield from self.functions.values()
         for c in self.classes.values():
             yield from c.methods.values()
@@ -371,10 +370,3 @@ def _flatten_targets(t: ast.AST) -> list[ast.AST]:
         return _flatten_targets(t.value)
     return [t]
 
-
-_FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
-
-
-def frames_in_text(text: str) -> list[tuple[str, int, str]]:
-    """``(file, line, function)`` of every ``File "...", line N`` in a traceback text."""
-    return [(m["file"], int(m["line"]), m["func"] or "") for m in _FRAME_RE.finditer(text)]

@@ -189,6 +189,15 @@ def test_buffer_reassigned_in_forward() -> None:
     assert sig.outputs[0].source is not None and sig.outputs[0].source.column == col("assign.total", "self.")
 
 
+def test_whole_line_specs_end_in_utf8_bytes_on_non_ascii_lines() -> None:
+    # No finer node than the line: a reassigned buffer, a constant lifted from forward.
+    for cls_name, tag, kind in (("AssignTotal", "uni.total", "BUFFER_MUTATION"), ("LiftedConstant", "uni.lifted", "CONSTANT_TENSOR")):
+        _, sig = run(cls_name, (t(3),), file="unicode")
+        spec = next(s for s in (*sig.inputs, *sig.outputs) if s.kind == kind)
+        text = index("unicode").line_text(L(tag, "unicode"))
+        assert spec.source == SourceLine(L(tag, "unicode"), col(tag, "self." if kind == "BUFFER_MUTATION" else "return", "unicode"), L(tag, "unicode"), len(text.rstrip().encode("utf-8")) + 1)
+
+
 def test_constant_tensor_attribute() -> None:
     _, sig = run("ConstantTensor", (t(3),))
     assert table(sig)[0] == ("CONSTANT_TENSOR", "c_c", "c", L("const.c"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exportlens.core.source.sourcemap import SourceIndex, frames_in_text
+from exportlens.core.source.sourcemap import SourceIndex, param_for_placeholder
 
 SRC = '''import torch
 from torch.export import Dim, dims
@@ -56,6 +56,10 @@ def test_broken_source_gives_an_empty_index() -> None:
     assert index.classes == {} and index.line_text(1) == "def broken(:"
 
 
-def test_frames_in_text() -> None:
-    text = 'Traceback:\n  File "/a/m.py", line 12, in forward\n    x\n  File "/b/t.py", line 3, in f\n'
-    assert frames_in_text(text) == [("/a/m.py", 12, "forward"), ("/b/t.py", 3, "f")]
+def test_placeholder_names_lead_to_their_parameter() -> None:
+    params = ["x", "x_mask", "opts", "pair"]
+    assert param_for_placeholder("x", params) == "x"
+    assert param_for_placeholder("x_0_1", params) == "x"
+    assert param_for_placeholder("x_mask_0", params) == "x_mask"  # the longest prefix wins
+    assert param_for_placeholder("opts_k", params) == "opts"
+    assert param_for_placeholder("xs", params) is None and param_for_placeholder("y", []) is None
