@@ -1,32 +1,21 @@
 """The ``@exportlens.target`` decorator. Importing it never imports torch.
 
-It only marks the decorated class or function and records it in a registry that
-the export worker reads after running the file; the decorated object itself is
-returned unchanged, so the file behaves exactly as it would without exportlens.
+It only marks the decorated class or function and records it in the registry
+(``exportlens.core.export.registry``, in core so the job reads it without importing
+this package) that the export job reads after running the file; the decorated object
+itself is returned unchanged, so the file behaves exactly as it would without
+exportlens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, TypeVar, overload
 
+from exportlens.core.export.registry import ATTRIBUTE, REGISTRY, TargetOptions
+
+__all__ = ["ATTRIBUTE", "REGISTRY", "TargetOptions", "target"]
+
 F = TypeVar("F", bound=Callable[..., Any])
-
-ATTRIBUTE = "__exportlens_target__"
-
-
-@dataclass(frozen=True)
-class TargetOptions:
-    example_args: Any = None
-    example_kwargs: Any = None
-    dynamic_shapes: Any = None
-    strict: bool = False
-    name: str | None = None
-
-
-# Every decorated object, in definition order: (object, options). The worker
-# filters it by the module it just ran.
-REGISTRY: list[tuple[Any, TargetOptions]] = []
 
 
 @overload
