@@ -10,11 +10,11 @@ import statistics
 import sys
 import time
 
-from exportlens.cli import export_files
+from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.server.index import HoverIndex
 
 path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "models", "tiny_transformer.py")
-(result,) = export_files([path], timeout=300, memory_mb=None, jobs=1, strict=False)
+(result,) = Pipeline(Overrides(timeout_s=300, cache=False)).run([path], jobs=1).results
 print("targets:", [(t.name, t.status, len(t.signature.inputs) if t.signature else 0) for t in result.targets], [d.code for d in result.diagnostics])
 source = open(path, encoding="utf-8").read()
 builds = []

@@ -3,7 +3,8 @@
 State lives on one ``LanguageServer`` subclass (the pygls examples' shape); each
 LSP feature registers its handlers from its own module. The server never imports
 torch: exports run in warm worker processes behind ``workers.ExportBridge``, and
-their results may come from ``exportlens.core.cache.store``.
+their requests, cache lookups and stores go through ``exportlens.core.pipeline``,
+the path the CLI takes too.
 
 Robustness rules: a handler's exception is logged (``window/logMessage``) and never
 stops the server; a message box (``window/showMessage``) is shown at most once per
@@ -23,12 +24,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pool import PoolEvent
-from exportlens.core.model.results import FileResult
-from exportlens.server.config import Settings
+from exportlens.core.pipeline import CacheFolders, Pipeline
+from exportlens.core.project.settings import find_pyproject
+from exportlens.server.config import Settings, overrides
 from exportlens.server.features.progress import JobProgress
-from exportlens.server.project import pyproject_of
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.watch import Watcher
@@ -57,8 +57,9 @@ class ExportLensServer(LanguageServer):
         # One thread for cache reads/writes and hover index builds: off the event loop.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-io")
         self.watcher: Watcher | None = None
-        self._cache: Any = None
-        self._cache_key: tuple[bool, str | None] | None = None
+        self._pipeline: Pipeline | None = None
+        self._cache_folders = CacheFolders()  # kept across settings changes: one cache per folder
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._said: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -124,46 +125,37 @@ class ExportLensServer(LanguageServer):
             if predicate(state):
                 self.scheduler.schedule(uri, delay=False)
 
-    # ---- cache
+    # ---- the pipeline: requests, cache choice, lookup and store
 
     @property
-    def cache(self) -> Any:
-        """The ResultCache for the current settings, or None (off or unavailable)."""
-        key = (self.settings.cache, self.settings.cache_dir)
-        if key != self._cache_key:
-            self._cache_key, self._cache = key, None
-            if self.settings.cache:
-                try:
-                    from exportlens.core.cache.store import ResultCache
-
-                    self._cache = ResultCache(directory=self.settings.cache_dir)
-                except Exception as e:  # noqa: BLE001 - no cache is slower, not broken
-                    self.show_once(f"exportlens: the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
-        return self._cache
-
-    async def cache_lookup(self, request: ExportRequest) -> FileResult | None:
-        cache = self.cache
-        if cache is None:
-            return None
-        try:
-            result = await asyncio.get_running_loop().run_in_executor(self.io, cache.lookup, request)
-        except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
-            self.log_once(f"exportlens: reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
-            return None
-        return result if isinstance(result, FileResult) else None
-
-    def cache_store(self, request: ExportRequest, result: FileResult) -> None:
-        cache = self.cache
-        if cache is None:
-            return
-
-        def store() -> None:
+    def pipeline(self) -> Pipeline:
+        """The pipeline for the current editor settings; a new one when they change
+        what it reads (the caches it opened are kept)."""
+        if self._loop is None:
             try:
-                cache.store(request, result)
-            except Exception as e:  # noqa: BLE001
-                self.log_once(f"exportlens: writing the cache failed ({type(e).__name__}: {e})")
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass  # not on the event loop yet: warnings are shown directly
+        wanted = overrides(self.settings)
+        if self._pipeline is None or self._pipeline.overrides != wanted:
+            self._pipeline = Pipeline(wanted, warn=self._warn_any_thread, caches=self._cache_folders)
+        return self._pipeline
 
-        self.io.submit(store)
+    def _warn_any_thread(self, message: str) -> None:
+        """``show_once`` for the pipeline, which warns from the io thread too: pygls
+        is not thread-safe, so the message goes through the event loop."""
+        loop = self._loop
+        try:
+            on_loop = loop is None or asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self.show_once(message)
+        elif loop is not None:
+            try:
+                loop.call_soon_threadsafe(self.show_once, message)
+            except RuntimeError:
+                log.warning("%s", message)  # the loop is closed: the server is exiting
 
     # ---- workers
 
@@ -195,7 +187,7 @@ class ExportLensServer(LanguageServer):
             own = os.path.realpath(state.path)
             deps = {os.path.realpath(p) for p in (state.result.local_imports if state.result else ())}
             deps.discard(own)  # the buffer, not the disk, is the truth for an open file
-            pyproject = pyproject_of(state.path)
+            pyproject = find_pyproject(state.path)
             hit = bool(deps & paths) or (pyproject is not None and os.path.realpath(pyproject) in paths)
             if not hit and state.result is not None and any(d.code == "import-error" for d in state.result.diagnostics):
                 # A module it failed to import may just have appeared.
@@ -213,7 +205,7 @@ class ExportLensServer(LanguageServer):
             directories.add(os.path.dirname(state.path))
             if state.result is not None:
                 directories.update(os.path.dirname(p) for p in state.result.local_imports)
-            pyproject = pyproject_of(state.path)
+            pyproject = find_pyproject(state.path)
             if pyproject:
                 directories.add(os.path.dirname(pyproject))
         try:

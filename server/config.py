@@ -3,9 +3,10 @@
 Sources, later ones winning: the defaults below, ``initializationOptions`` (either
 ``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
 (or ``workspace/configuration``) section ``exportlens``. Per project,
-``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb`` and
-``strict`` unless the user set them explicitly in the editor (the same order as the
-CLI: flag, then pyproject, then default).
+``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``
+and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
+hands the explicit ones to ``exportlens.core.pipeline``, which resolves them in the
+same order as for the CLI's flags (override, then pyproject, then default).
 
 Names are snake_case (``debounce_ms``); camelCase spellings (``debounceMs``) are
 accepted too because that is how VS Code settings are usually written. A bad value
@@ -21,8 +22,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from exportlens.core.isolation.messages import Limits
 from exportlens.core.model.results import CODES
+from exportlens.core.pipeline import Overrides
+from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_STRICT, DEFAULT_TIMEOUT_S
 
 SECTION = "exportlens"
 
@@ -40,37 +42,32 @@ class DiagnosticsSettings:
 @dataclass(frozen=True)
 class Settings:
     debounce_ms: int = 300  # wait after the last keystroke before exporting the buffer
-    timeout_s: float = 120.0  # per target
-    memory_mb: int = 8192  # memory cap of one export job
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per target
+    memory_mb: int = DEFAULT_MEMORY_MB  # memory cap of one export job
     workers: int = 1  # warm worker processes; each holds torch (~400 MB)
     cache: bool = True
-    cache_dir: str | None = None  # None: the cache's own default folder
-    strict: bool = False  # export with strict=True unless a target says otherwise
+    cache_dir: str | None = None  # None: $EXPORTLENS_CACHE_DIR, pyproject's cache_dir, else the user cache
+    strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
     diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
     # The settings the user gave explicitly; pyproject values give way to these.
     explicit: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class ProjectSettings:
-    """What ``[tool.exportlens]`` says for one file (None: not set there)."""
+def overrides(settings: Settings) -> Overrides:
+    """What the editor sets above ``[tool.exportlens]``: the limits and strict default
+    only when the user gave them explicitly (a default gives way to pyproject), and the
+    cache switch and folder as they are."""
 
-    timeout_s: float | None = None
-    memory_mb: int | None = None
-    strict: bool | None = None
+    def explicit(name: str) -> Any:
+        return getattr(settings, name) if name in settings.explicit else None
 
-
-def limits_for(settings: Settings, project: ProjectSettings) -> tuple[Limits, bool]:
-    """The export limits and strict default for a file: explicit editor setting,
-    then pyproject, then the editor default."""
-
-    def pick(name: str, project_value: Any) -> Any:
-        if name in settings.explicit or project_value is None:
-            return getattr(settings, name)
-        return project_value
-
-    limits = Limits(timeout_s=float(pick("timeout_s", project.timeout_s)), memory_mb=int(pick("memory_mb", project.memory_mb)))
-    return limits, bool(pick("strict", project.strict))
+    return Overrides(
+        timeout_s=explicit("timeout_s"),
+        memory_mb=explicit("memory_mb"),
+        strict=explicit("strict"),
+        cache=settings.cache,
+        cache_dir=settings.cache_dir,
+    )
 
 
 # ---------------------------------------------------------------- parsing

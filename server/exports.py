@@ -1,5 +1,9 @@
 """Export one open document: its buffer text, through the cache, else a warm worker.
 
+Request, cache choice, lookup and store are ``exportlens.core.pipeline``'s, as for
+the CLI; this module adds what only an editor needs: the worker bridge, cancelling,
+progress, and lookups and stores off the event loop (on the server's io thread).
+
 The scheduler runs ``export_document`` as the document's task. Everything before
 ``publish`` may be cancelled by a newer change; cancelling while a worker runs the
 job kills the job. The result is published only if this run is still the latest
@@ -15,12 +19,12 @@ from typing import TYPE_CHECKING
 
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import FileResult
-from exportlens.server.config import limits_for
+from exportlens.core.pipeline import Pipeline
+from exportlens.core.project.files import declares_targets
 from exportlens.server.features import diagnostics
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.positions import split_lines
-from exportlens.server.project import declares_targets, project_settings, root_of
 from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:
@@ -30,18 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_WAIT_S = 3.0  # an export waits this long at most for the client's settings
-
-
-def build_request(server: ExportLensServer, state: DocumentState, text: str) -> ExportRequest:
-    limits, strict = limits_for(server.settings, project_settings(state.path))
-    return ExportRequest(
-        id=server.bridge.next_id(),
-        path=state.path,
-        source=text,
-        root=root_of(state.path),
-        limits=limits,
-        strict_default=strict,
-    )
 
 
 def summary(result: FileResult) -> str:
@@ -71,17 +63,18 @@ async def export_document(server: ExportLensServer, uri: str, generation: int) -
             diagnostics.publish(server, state)
         return
     state.declares = True
-    request = build_request(server, state, text)
+    pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
+    request = pipeline.request(state.path, id=server.bridge.next_id(), source=text)
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
     server.fresh.discard(uri)
-    result = None if fresh else await server.cache_lookup(request)
+    result = None if fresh else await _lookup(server, pipeline, request)
     from_cache = result is not None
     log.debug("export %s #%d: %s", os.path.basename(state.path), generation, "cache hit" if from_cache else "cache miss")
     if result is None:
         result = await _run_on_worker(server, request)
         if result is None:
             return
-        server.cache_store(request, result)
+        server.io.submit(pipeline.store, request, result)  # never raises; the export need not wait
     if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
         return  # a newer version (or a close) came in: this result is stale
     state.result, state.from_cache, state.failure = result, from_cache, None
@@ -90,6 +83,12 @@ async def export_document(server: ExportLensServer, uri: str, generation: int) -
     diagnostics.publish(server, state)
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
+
+
+async def _lookup(server: ExportLensServer, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:
+    """The pipeline's lookup on the io thread: hashing the file and reading the cache
+    must not hold up the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.lookup, request)
 
 
 async def _run_on_worker(server: ExportLensServer, request: ExportRequest) -> FileResult | None:

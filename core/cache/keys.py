@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
 from typing import Any
 
-from exportlens.core.export.targets import find_pyproject, pyproject_targets
 from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.project.settings import find_pyproject, pyproject_targets
 
 # Moves whenever the layout of the cache files or of the key changes. (The program
 # schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
@@ -35,24 +36,41 @@ def torch_version() -> str:
 
 
 @functools.cache
+def exportlens_version() -> str:
+    """exportlens's version, from its metadata: core reads nothing from the package above it."""
+    try:
+        return importlib.metadata.version("exportlens")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _package_folders() -> list[tuple[str, str]]:
+    """``(package name, folder)`` of ``exportlens``, ``exportlens.core`` and
+    ``exportlens.server``. Found by spec, not imported: core must not import the
+    packages above or beside it (``find_spec`` runs no module code; the parent
+    ``exportlens`` is already imported, as the parent of this one always is)."""
+    out = []
+    for name in ("exportlens", "exportlens.core", "exportlens.server"):
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            out.append((name, os.path.abspath(folder)))
+    return out
+
+
+@functools.cache
 def code_fingerprint() -> str:
     """exportlens's version and the bytes of its own modules (every subpackage of
     ``exportlens``, ``exportlens.core`` and ``exportlens.server``), so a result made by
     other exportlens code (a development tree, a reinstall) is not reused."""
-    import exportlens
-    import exportlens.core
-    import exportlens.server
-
-    h = hashlib.sha256(exportlens.__version__.encode())
-    for package in (exportlens, exportlens.core, exportlens.server):
-        top = os.path.dirname(os.path.abspath(package.__file__ or ""))
+    h = hashlib.sha256(exportlens_version().encode())
+    for package, top in _package_folders():
         for name, path in _modules_under(top):
             try:
                 with open(path, "rb") as f:
                     data = f.read()
             except OSError:
                 continue
-            h.update(f"\x00{package.__name__}/{name}\x00{len(data)}\x00".encode() + data)
+            h.update(f"\x00{package}/{name}\x00{len(data)}\x00".encode() + data)
     return h.hexdigest()
 
 

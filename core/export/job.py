@@ -15,16 +15,17 @@ from typing import Any, Callable
 from exportlens.core.export import analyze
 from exportlens.core.export.analyze import ErrorFacts, Frame, deepest_in_file, statement_at
 from exportlens.core.export.loader import Loaded, frames_of, load
-from exportlens.core.export.targets import Built, Candidate, TargetError, discover, find_pyproject, pyproject_targets
+from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
+from exportlens.core.project.settings import find_pyproject, pyproject_targets
 
 Emit = Callable[[FromJob], None]
 
 
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:
     started = time.perf_counter()
-    from exportlens.target import REGISTRY
+    from exportlens.core.export.registry import REGISTRY
 
     REGISTRY.clear()
     loaded = load(request.path, request.source, request.root)

@@ -11,9 +11,7 @@ the factory, constructing the class) may raise, which becomes ``target-error``.
 
 from __future__ import annotations
 
-import functools
 import os
-import tomllib
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -135,7 +133,7 @@ def _globals_form(module: types.ModuleType, index: SourceIndex, strict_default: 
 
 
 def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default: bool) -> list[Candidate]:
-    from exportlens.target import REGISTRY
+    from exportlens.core.export.registry import REGISTRY
 
     out = []
     for obj, options in REGISTRY:
@@ -185,52 +183,3 @@ def _pyproject_form(module: types.ModuleType, index: SourceIndex, strict_default
 
         out.append(Candidate(TargetDecl(func_name, where.line, "pyproject", strict_default), where, build))
     return out
-
-
-def find_pyproject(path: str, stop: str | None = None) -> str | None:
-    directory = os.path.dirname(os.path.abspath(path))
-    stop_real = os.path.realpath(stop) if stop else None
-    while True:
-        candidate = os.path.join(directory, "pyproject.toml")
-        if os.path.isfile(candidate):
-            return candidate
-        parent = os.path.dirname(directory)
-        if parent == directory or (stop_real and os.path.realpath(directory) == stop_real):
-            return None
-        directory = parent
-
-
-def exportlens_section(pyproject: str) -> tuple[dict[str, Any], str | None]:
-    """``([tool.exportlens] table, error message)``, parsed once per file version."""
-    try:
-        stamp = os.stat(pyproject).st_mtime_ns
-    except OSError as e:
-        return {}, f"cannot read {pyproject}: {e}"
-    return _read_section(pyproject, stamp)
-
-
-@functools.lru_cache(maxsize=64)
-def _read_section(pyproject: str, stamp: int) -> tuple[dict[str, Any], str | None]:
-    try:
-        with open(pyproject, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        return {}, f"cannot read {pyproject}: {e}"
-    section = data.get("tool", {}).get("exportlens", {})
-    return (section, None) if isinstance(section, dict) else ({}, f"{pyproject}: [tool.exportlens] must be a table")
-
-
-def pyproject_targets(pyproject: str) -> tuple[list[str], str | None]:
-    """``(absolute "file.py:function" entries, error message)`` from [tool.exportlens]."""
-    section, problem = exportlens_section(pyproject)
-    if problem:
-        return [], problem
-    raw = section.get("targets", [])
-    if not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
-        return [], f"{pyproject}: [tool.exportlens] targets must be a list of \"path.py:function\" strings"
-    base = os.path.dirname(os.path.abspath(pyproject))
-    out = []
-    for entry in raw:
-        file_part, _, func = entry.rpartition(":")
-        out.append(f"{os.path.normpath(os.path.join(base, file_part))}:{func}")
-    return out, None

@@ -1,6 +1,144 @@
-"""``[tool.exportlens]``: one settings type, one default per setting."""
+"""``[tool.exportlens]``: one settings type, one default per setting. Torch-free.
+
+This is the only reader of pyproject.toml. The CLI reads it once per file it checks,
+the server on every keystroke (through the pipeline and ``files.declares_targets``),
+the job process once per export (its ``targets``). The defaults live here too, so no
+front end carries its own copy of a number.
+
+A setting that is missing or malformed reads as None ("not set here"): the caller's
+override, else the default below, applies (``exportlens.core.pipeline``). Malformed
+values other than ``targets`` are ignored without a message, as they always were;
+an unreadable file, a section that is not a table or malformed ``targets`` become
+``problem``, which the job reports as a ``target-error`` diagnostic.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+import tomllib
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
 DEFAULT_TIMEOUT_S = 120.0  # seconds per target, wall clock
 DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
+DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
+# The cache folder has no number to default to: unset, the cache's own default folder
+# applies (``exportlens.core.cache.store.default_cache_dir``).
+
+_TARGETS_FORM = '"path.py:function"'
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """What the nearest ``[tool.exportlens]`` says; None: not set there (or not valid)."""
+
+    pyproject: str | None = None  # the file these came from; None: there is none
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    strict: bool | None = None
+    cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
+    targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
+    problem: str | None = None  # why the section, or its targets, were ignored
+
+
+def find_pyproject(path: str, stop: str | None = None) -> str | None:
+    """The nearest pyproject.toml at or above ``path``'s folder, not looking above ``stop``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    stop_real = os.path.realpath(stop) if stop else None
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory or (stop_real and os.path.realpath(directory) == stop_real):
+            return None
+        directory = parent
+
+
+def settings_for(path: str, stop: str | None = None) -> ProjectSettings:
+    """The settings that apply to the file ``path`` (see :func:`find_pyproject`)."""
+    pyproject = find_pyproject(path, stop)
+    return read(pyproject) if pyproject else ProjectSettings()
+
+
+def pyproject_targets(pyproject: str) -> tuple[list[str], str | None]:
+    """``(absolute "file.py:function" entries, problem)`` of one pyproject.toml."""
+    settings = read(pyproject)
+    return list(settings.targets), settings.problem
+
+
+# The parsed settings of recently read files, by absolute path, with the bytes they
+# were parsed from. Keyed by content rather than by mtime and size: a file rewritten
+# within one tick of the file system's clock at the same size keeps its mtime, and
+# a cache that trusted it would serve the old settings. Reading a small file costs
+# a few microseconds; parsing it is what is worth saving.
+_PARSED: OrderedDict[str, tuple[bytes, ProjectSettings]] = OrderedDict()
+_PARSED_MAX = 64
+_lock = threading.Lock()  # the server reads settings from its event loop and its io thread
+
+
+def read(pyproject: str) -> ProjectSettings:
+    """The settings in one pyproject.toml; never raises (an unreadable file is a ``problem``)."""
+    pyproject = os.path.abspath(pyproject)  # one cache entry per file, one spelling in messages
+    try:
+        with open(pyproject, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return ProjectSettings(pyproject=pyproject, problem=f"cannot read {pyproject}: {e}")
+    with _lock:
+        cached = _PARSED.get(pyproject)
+        if cached is not None and cached[0] == data:
+            _PARSED.move_to_end(pyproject)
+            return cached[1]
+    settings = _parse(pyproject, data)
+    with _lock:
+        _PARSED[pyproject] = (data, settings)
+        _PARSED.move_to_end(pyproject)
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    return settings
+
+
+def _parse(pyproject: str, data: bytes) -> ProjectSettings:
+    section, problem = _section(pyproject, data)
+    base = os.path.dirname(pyproject)
+    timeout = section.get("timeout")
+    memory = section.get("memory_mb")
+    strict = section.get("strict")
+    cache_dir = section.get("cache_dir")
+    targets: tuple[str, ...] = ()
+    if problem is None:
+        targets, problem = _targets(pyproject, base, section.get("targets", []))
+    return ProjectSettings(
+        pyproject=pyproject,
+        timeout_s=float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None,
+        memory_mb=int(memory) if isinstance(memory, int) and memory > 0 else None,
+        strict=strict if isinstance(strict, bool) else None,
+        cache_dir=os.path.join(base, os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
+        targets=targets,
+        problem=problem,
+    )
+
+
+def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None]:
+    """``([tool.exportlens] table, problem)``."""
+    try:
+        document = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        return {}, f"cannot read {pyproject}: {e}"
+    tool = document.get("tool", {})
+    section = tool.get("exportlens", {}) if isinstance(tool, dict) else {}
+    return (section, None) if isinstance(section, dict) else ({}, f"{pyproject}: [tool.exportlens] must be a table")
+
+
+def _targets(pyproject: str, base: str, raw: Any) -> tuple[tuple[str, ...], str | None]:
+    """The ``targets`` entries made absolute (relative to the pyproject's folder), or a problem."""
+    if not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
+        return (), f"{pyproject}: [tool.exportlens] targets must be a list of {_TARGETS_FORM} strings"
+    out = []
+    for entry in raw:
+        file_part, _, func = entry.rpartition(":")
+        out.append(f"{os.path.normpath(os.path.join(base, file_part))}:{func}")
+    return tuple(out), None

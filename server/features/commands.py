@@ -4,7 +4,9 @@
   returns the status below once done.
 - ``exportlens.showGraph`` (uri, [target]): the exported graph of each target (or of
   the one named) as torch prints it, as one string.
-- ``exportlens.clearCache``: empty the result cache; returns how many results it held.
+- ``exportlens.clearCache``: empty the result cache of every open document (each may
+  have its own, by ``[tool.exportlens] cache_dir``), or with none open the workspace's;
+  returns how many results they held.
 - ``exportlens.status`` (uri): ``{"state": "exporting"|"ok"|"error"|"idle", "errors": n,
   "targets": [{name, line, status, export_ms}], "version", "cached", "workers",
   "settings": {the effective settings}}``.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
@@ -121,10 +124,12 @@ def register(server: ExportLensServer) -> None:
 
     @server.command(CLEAR_CACHE)
     async def clear_cache(ls: ExportLensServer, *args: Any) -> int:
-        cache = ls.cache
-        if cache is None:
-            return 0
-        return int(await asyncio.get_running_loop().run_in_executor(ls.io, cache.clear))
+        # A cache folder belongs to a file (its pyproject may name one): clear those of
+        # the open files, else the one a file at the workspace's top would use.
+        paths = [state.path for state in ls.documents.values()]
+        if not paths:
+            paths = [os.path.join(ls.workspace.root_path or os.getcwd(), "_")]
+        return int(await asyncio.get_running_loop().run_in_executor(ls.io, ls.pipeline.clear, paths))
 
     @server.command(STATUS)
     def get_status(ls: ExportLensServer, *args: Any) -> dict[str, Any]:

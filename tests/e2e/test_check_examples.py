@@ -160,8 +160,8 @@ def test_front_end_modules_do_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys, exportlens, exportlens.target, exportlens.cli, exportlens.report, exportlens.discover, "
-        "exportlens.core.isolation.pool, exportlens.core.export.analyze, exportlens.core.source.sourcemap, exportlens.server\n"
+        "import sys, exportlens, exportlens.target, exportlens.cli, exportlens.report, "
+        "exportlens.core.isolation.pool, exportlens.core.export.analyze, exportlens.core.pipeline, exportlens.core.project.files, exportlens.core.source.sourcemap, exportlens.server\n"
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from exportlens.server.config import ProjectSettings, Settings, limits_for, merge, parse, section_of
+from exportlens.core.pipeline import limits_for
+from exportlens.core.project.settings import ProjectSettings
+from exportlens.server.config import Settings, merge, overrides, parse, section_of
 
 
 def test_defaults() -> None:
@@ -67,13 +69,22 @@ def test_merge_later_wins() -> None:
 def test_pyproject_gives_way_to_explicit_editor_settings() -> None:
     project = ProjectSettings(timeout_s=10, memory_mb=2048, strict=True)
     defaults, _ = parse({})
-    limits, strict = limits_for(defaults, project)
+    limits, strict = limits_for(project, overrides(defaults))
     assert (limits.timeout_s, limits.memory_mb, strict) == (10, 2048, True)
     explicit, _ = parse({"timeout_s": 3})
-    limits, strict = limits_for(explicit, project)
+    limits, strict = limits_for(project, overrides(explicit))
     assert (limits.timeout_s, limits.memory_mb, strict) == (3, 2048, True)
-    limits, strict = limits_for(explicit, ProjectSettings())
+    limits, strict = limits_for(ProjectSettings(), overrides(explicit))
     assert (limits.timeout_s, limits.memory_mb, strict) == (3, 8192, False)
+    # An explicit false is a value, not "unset": it wins over pyproject's strict = true.
+    unstrict, _ = parse({"strict": False})
+    assert limits_for(project, overrides(unstrict))[1] is False
+
+
+def test_the_editor_cache_settings_pass_through_as_they_are() -> None:
+    settings, _ = parse({"cache": False, "cacheDir": "/tmp/elsewhere"})
+    assert (overrides(settings).cache, overrides(settings).cache_dir) == (False, "/tmp/elsewhere")
+    assert (overrides(Settings()).cache, overrides(Settings()).cache_dir) == (True, None)
 
 
 def test_timeout_is_spelled_as_in_pyproject_and_the_vscode_extension() -> None:

@@ -68,9 +68,9 @@ class Doc:
 
 @pytest.fixture(scope="module")
 def docs() -> dict[str, Doc]:
-    from exportlens.cli import export_files
+    from exportlens.core.pipeline import Overrides, Pipeline
 
-    results = export_files([str(p) for p in FILES.values()], timeout=120, memory_mb=None, jobs=1, strict=False)
+    results = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(p) for p in FILES.values()], jobs=1).results
     by_path = {Path(r.path).resolve(): r for r in results}
     return {key: Doc(path, by_path[path.resolve()]) for key, path in FILES.items()}
 

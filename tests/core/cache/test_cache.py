@@ -20,7 +20,6 @@ from typing import Any
 import msgpack
 import pytest
 
-import exportlens
 from exportlens.core.cache import keys as cachekey
 from exportlens.core.cache.keys import CACHE_FORMAT
 from exportlens.core.cache.store import (
@@ -117,7 +116,7 @@ def _version(monkeypatch: pytest.MonkeyPatch, name: str) -> Callable[[Project], 
         elif name == "python":
             monkeypatch.setattr(sys, "version", sys.version + " (another build)")
         else:
-            monkeypatch.setattr(exportlens, "__version__", "99.0")
+            monkeypatch.setattr(cachekey, "exportlens_version", lambda: "99.0")
             cachekey.code_fingerprint.cache_clear()
         return p.request()
 

@@ -1,0 +1,182 @@
+"""The one path from a model file to its result, for ``exportlens check`` and the
+language server alike: build the request from ``[tool.exportlens]`` and the caller's
+overrides, pick the result cache, look the request up, export what missed, store.
+Torch-free.
+
+It lives in one place because two copies drifted: the server once ignored
+``[tool.exportlens] cache_dir`` while the CLI honoured it. The CLI calls ``run``,
+which starts a worker pool only when something missed. The server keeps its own
+asyncio bridge to the pool (``exportlens.server.workers``) and calls ``request`` on
+its event loop and ``lookup``/``store`` from its io thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from exportlens.core.cache.store import ResultCache, default_cache_dir
+from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.model.results import FileResult
+from exportlens.core.project.files import root_of
+from exportlens.core.project.settings import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_STRICT,
+    DEFAULT_TIMEOUT_S,
+    ProjectSettings,
+    settings_for,
+)
+
+log = logging.getLogger("exportlens.pipeline")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the caller sets above ``[tool.exportlens]``: CLI flags, or the settings
+    the user gave explicitly in the editor. None: not set, so pyproject decides,
+    then the default."""
+
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+    strict: bool | None = None
+    cache: bool = True  # False: neither read nor write the result cache
+    cache_dir: str | None = None  # --cache-dir, or the editor's cacheDir
+
+
+def limits_for(project: ProjectSettings, overrides: Overrides) -> tuple[Limits, bool]:
+    """The limits and strict default of an export: override, then pyproject, then default."""
+    timeout = _first(overrides.timeout_s, project.timeout_s, DEFAULT_TIMEOUT_S)
+    memory = _first(overrides.memory_mb, project.memory_mb, DEFAULT_MEMORY_MB)
+    strict = _first(overrides.strict, project.strict, DEFAULT_STRICT)
+    return Limits(timeout_s=float(timeout), memory_mb=int(memory)), bool(strict)
+
+
+def _first(*values: T | None) -> T:
+    """The first value that is set (None is unset; 0 and False are values)."""
+    return next(v for v in values if v is not None)
+
+
+def cache_dir_for(project: ProjectSettings, overrides: Overrides) -> Path:
+    """The result cache's folder, by priority: ``--cache-dir`` or the editor's
+    ``cacheDir``, then ``$EXPORTLENS_CACHE_DIR``, then ``[tool.exportlens] cache_dir``,
+    then ``$XDG_CACHE_HOME/exportlens`` (``default_cache_dir``)."""
+    if overrides.cache_dir:
+        return Path(overrides.cache_dir).expanduser().absolute()
+    if not os.environ.get("EXPORTLENS_CACHE_DIR") and project.cache_dir:
+        return Path(project.cache_dir)
+    return default_cache_dir()  # the environment variable, else the XDG folder
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What ``Pipeline.run`` returns."""
+
+    results: list[FileResult]  # one per file, sorted by path
+    hits: int  # how many of them came from the cache
+
+
+class CacheFolders:
+    """One ``ResultCache`` per folder, so its per-request bookkeeping (a store only
+    keeps a result whose inputs did not change since the lookup) sees both halves.
+    Outlives a ``Pipeline``: the server makes a new one when the editor's settings change."""
+
+    def __init__(self) -> None:
+        self._by_folder: dict[Path, ResultCache] = {}
+        self._lock = threading.Lock()  # the server asks from its event loop and its io thread
+
+    def get(self, folder: Path) -> ResultCache:
+        with self._lock:
+            cache = self._by_folder.get(folder)
+            if cache is None:
+                cache = self._by_folder[folder] = ResultCache(folder)
+            return cache
+
+
+class Pipeline:
+    """Requests, cache choice, lookup and store for one set of overrides. ``warn``
+    hears each problem with the cache (it may be called from any thread); lookups
+    and stores never raise: a cache that fails is a miss, not a failed check."""
+
+    def __init__(self, overrides: Overrides | None = None, *, warn: Callable[[str], None] | None = None, caches: CacheFolders | None = None) -> None:
+        self.overrides = overrides or Overrides()
+        self.caches = caches or CacheFolders()
+        self._warn = warn or log.warning
+
+    def request(self, path: str, *, id: int, source: str | None = None) -> ExportRequest:
+        """The request to export ``path`` (its editor text, when ``source`` is given)."""
+        limits, strict = limits_for(settings_for(path), self.overrides)
+        return ExportRequest(id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict)
+
+    def cache_dir(self, path: str) -> Path:
+        """The cache folder for the file ``path`` (whether or not the cache is on)."""
+        return cache_dir_for(settings_for(path), self.overrides)
+
+    def cache_for(self, path: str) -> ResultCache | None:
+        """The cache for the file ``path``; None when it is off or unavailable."""
+        if not self.overrides.cache:
+            return None
+        try:
+            return self.caches.get(self.cache_dir(path))
+        except Exception as e:  # noqa: BLE001 - no cache is slower, not broken (no home folder...)
+            self._warn(f"exportlens: the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
+            return None
+
+    def lookup(self, request: ExportRequest) -> FileResult | None:
+        """The cached result of ``request``, or None: a miss, the cache off or failing."""
+        cache = self.cache_for(request.path)
+        if cache is None:
+            return None
+        try:
+            result = cache.lookup(request)
+        except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
+            self._warn(f"exportlens: reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
+            return None
+        return result if isinstance(result, FileResult) else None
+
+    def store(self, request: ExportRequest, result: FileResult) -> None:
+        """Keep ``result`` for ``request`` (the cache decides whether it is worth keeping)."""
+        cache = self.cache_for(request.path)
+        if cache is None:
+            return
+        try:
+            cache.store(request, result)
+        except Exception as e:  # noqa: BLE001 - a cache must never break an export
+            self._warn(f"exportlens: writing the cache failed ({type(e).__name__}: {e})")
+
+    def run(self, paths: list[str], jobs: int | None = None) -> Batch:
+        """Export every file, or take its result from the cache; workers (at most
+        ``jobs``, default one per core) start only when some file missed."""
+        results: list[FileResult] = []
+        misses: dict[str, ExportRequest] = {}
+        for i, path in enumerate(dict.fromkeys(paths)):  # one request per path: results are matched by path
+            request = self.request(path, id=i)
+            hit = self.lookup(request)
+            if hit is not None:
+                results.append(hit)
+            else:
+                misses[path] = request
+        hits = len(results)
+        if misses:
+            # Imported here: a run served wholly from the cache never loads the pool.
+            from exportlens.core.isolation.pool import WorkerPool
+
+            workers = max(1, min(jobs or os.cpu_count() or 1, len(misses)))
+            with WorkerPool(jobs=workers) as pool:
+                for result in pool.run(misses.values()):
+                    results.append(result)
+                    request = misses.get(result.path)
+                    if request is not None:
+                        self.store(request, result)
+        return Batch(sorted(results, key=lambda r: r.path), hits)
+
+    def clear(self, paths: list[str]) -> int:
+        """Empty the cache folder of each file in ``paths`` (each folder once); the
+        number of results removed. Nothing when the cache is off."""
+        caches = {id(c): c for c in (self.cache_for(p) for p in paths) if c is not None}
+        return sum(cache.clear() for cache in caches.values())
