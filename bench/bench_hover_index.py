@@ -11,7 +11,7 @@ import sys
 import time
 
 from exportlens.core.pipeline import Overrides, Pipeline
-from exportlens.server.index import HoverIndex
+from exportlens.server.features.hover.index import HoverIndex
 
 path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "models", "tiny_transformer.py")
 (result,) = Pipeline(Overrides(timeout_s=300, cache=False)).run([path], jobs=1).results

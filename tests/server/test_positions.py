@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from exportlens.core.model.signature import SourceLine
 from exportlens.server.positions import (
     UTF8,
     UTF16,
     UTF32,
+    LineSpan,
+    SourceSpans,
     byte_column_to_units,
     convert,
     split_lines,
@@ -54,3 +57,18 @@ def test_split_lines_uses_the_lsp_terminators_only() -> None:
     assert split_lines("a\r\nb\rc\nd\x0ce") == ["a", "b", "c", "d\x0ce"]
     assert split_lines("") == [""]
     assert split_lines("a\n") == ["a", ""]
+
+
+def test_source_ranges_become_per_line_spans_in_utf16() -> None:
+    lines = ["def f(x):", "    " + LINE, "", "    return x"]
+    text = SourceSpans(lines)
+    start, end = byte_col(lines[1], "self") + 1, len(lines[1].encode()) + 1  # 1-based UTF-8 bytes
+    u16 = len(lines[1][: lines[1].index("self")].encode("utf-16-le")) // 2
+    assert text.spans(SourceLine(2, start, 2, end)) == [LineSpan(1, u16, units(lines[1], UTF16))]
+    assert text.spans(SourceLine(2, 5)) == [LineSpan(1, 4, units(lines[1], UTF16))]  # no end: to the end of the line
+    assert text.spans(SourceLine(1, 1, 4, 9)) == [LineSpan(0, 0, 9), LineSpan(1, 4, units(lines[1], UTF16)), LineSpan(3, 4, 8)]  # the end column cuts the last line
+    assert text.spans(None) == [] and text.spans(SourceLine(9)) == []
+    assert text.whole_line(2) == [LineSpan(1, 4, units(lines[1], UTF16))] and text.whole_line(3) == []
+    assert text.word(SourceLine(1, 7), "x") == [LineSpan(0, 6, 7)]
+    assert text.word(SourceLine(1, 7), "y") == [LineSpan(0, 6, 9)]  # not written there: the whole node
+    assert SourceSpans(lines, UTF8).spans(SourceLine(2, start, 2, end)) == [LineSpan(1, start - 1, end - 1)]

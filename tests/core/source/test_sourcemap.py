@@ -63,3 +63,30 @@ def test_placeholder_names_lead_to_their_parameter() -> None:
     assert param_for_placeholder("x_mask_0", params) == "x_mask"  # the longest prefix wins
     assert param_for_placeholder("opts_k", params) == "opts"
     assert param_for_placeholder("xs", params) is None and param_for_placeholder("y", []) is None
+
+
+def test_sourcemap_facts_hover_relies_on() -> None:
+    source = (
+        "def make():\n"
+        "    class Local(torch.nn.Module):\n"
+        "        def __init__(self):\n"
+        "            self.register_buffer('b', None)\n"
+        "        def forward(me, x, y):\n"
+        "            me.b.add_(x)\n"
+        "            x += 1\n"
+        "            z = [x for x in y]\n"
+        "            for y in z:\n"
+        "                pass\n"
+        "            return x\n"
+        "    return Local()\n"
+    )
+    index = SourceIndex.build(source)
+    local = index.classes["make.Local"]
+    assert (local.first_line, local.last_line) == (2, 11)
+    assert [s.line for s in local.self_uses["b"]] == [6]
+    assert [(s.line, s.column) for s in local.registered_names["b"]] == [(4, 34)]
+    assert local.attributes["b"].line == 4  # a class inside a factory still finds its methods
+    forward = local.methods["forward"]
+    assert [s.line for s in forward.name_uses["x"]] == [6, 7, 8, 11]  # `x += 1` reads x; the comprehension's x too
+    assert "x" not in forward.rebound_at  # neither `x += 1` nor the comprehension rebinds it
+    assert forward.rebound_at["y"] == (9, 18)  # just past the `y` of `for y in z`

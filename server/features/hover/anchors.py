@@ -1,8 +1,6 @@
-"""The hover index: ``textDocument/hover`` answered from memory, no worker round trip.
+"""What each place of a model file shows on hover, for every exported target.
 
-Built once per export result from the file's text and its :class:`FileResult`; a
-hover is then a dict hit on the line and a bisect among that line's disjoint
-segments. What a position shows (the issue's table):
+The issue's table, read off a :class:`FileResult` and the file's AST index:
 
 * a ``forward`` argument (in the ``def`` and its reads until it is rebound) -> its
   ``USER_INPUT`` specs and the ``USER_INPUT_MUTATION`` of it;
@@ -15,23 +13,21 @@ segments. What a position shows (the issue's table):
   and for a failed target the error diagnostics.
 
 A class belongs to every target whose specs point into it, so a class exported by
-two targets shows both. The narrowest anchor under the cursor wins (``x`` inside a
-``return`` shows ``x``). Positions are 0-based lines and UTF-16 code units; ``ast``
-gives UTF-8 byte columns, converted once here at build time.
+two targets shows both. The result is overlapping anchors, ``span -> sections``;
+:mod:`exportlens.server.features.hover.index` paints them into disjoint segments.
+Spans are 0-based lines and UTF-16 code units (:class:`SourceSpans`).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
-from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex
-from exportlens.server import markdown as md
-from exportlens.server.positions import UTF16, byte_column_to_units, split_lines, units
+from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
+from exportlens.server.features.hover import markdown as md
+from exportlens.server.positions import LineSpan, SourceSpans, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -42,59 +38,6 @@ _USER_INPUT_OUTPUTS = {"USER_INPUT_MUTATION", "GRADIENT_TO_USER_INPUT"}
 _RESULT_OUTPUTS = {"USER_OUTPUT", "LOSS_OUTPUT"}
 
 
-@dataclass(frozen=True)
-class HoverText:
-    markdown: str
-    line: int  # 0-based
-    start: int  # UTF-16 code units, the hovered word/span
-    end: int
-
-
-@dataclass(frozen=True)
-class _Span:
-    line: int  # 0-based
-    start: int  # UTF-16
-    end: int
-
-
-@dataclass(frozen=True)
-class _Segments:
-    """One line's disjoint ``[start, end)`` segments, sorted, each with its hover."""
-
-    starts: list[int]
-    ends: list[int]
-    hovers: list[HoverText]
-
-
-class HoverIndex:
-    def __init__(self, lines: dict[int, _Segments] | None = None) -> None:
-        self._lines = lines or {}
-
-    @classmethod
-    def build(cls, path: str, source: str, result: FileResult) -> HoverIndex:
-        """Never raises: a part that cannot be built is left out (and logged)."""
-        try:
-            builder = _Builder(path, source, result)
-            builder.run()
-            return cls(builder.segments())
-        except Exception:  # a hover index must never take the server down
-            log.exception("hover index for %s could not be built", path)
-            return cls()
-
-    def hover(self, line: int, character: int) -> HoverText | None:
-        segments = self._lines.get(line)
-        if segments is None:
-            return None
-        i = bisect.bisect_right(segments.starts, character) - 1
-        if i < 0 or character >= segments.ends[i]:
-            return None
-        return segments.hovers[i]
-
-    def __len__(self) -> int:
-        """How many segments the index holds (for tests and logs)."""
-        return sum(len(s.starts) for s in self._lines.values())
-
-
 def _same_start(a: SourceLine | None, b: SourceLine | None) -> bool:
     return a is not None and b is not None and a.line == b.line and a.column == b.column
 
@@ -103,18 +46,18 @@ def _key(s: SourceLine) -> tuple[int, int, int | None, int | None]:
     return (s.line, s.column, s.end_line, s.end_column)
 
 
-class _Builder:
-    """Collects ``span -> sections`` for every target, then paints the segments."""
+class Anchors:
+    """Collects ``span -> sections`` for every target of one result."""
 
     def __init__(self, path: str, source: str, result: FileResult) -> None:
         self.path = path
-        self.lines = split_lines(source)
+        self.text = SourceSpans(split_lines(source))
         self.source = _parse(source, path)
         self.result = result
         # span -> its sections (insertion-ordered, deduplicated): one per target view.
-        self.sections: dict[_Span, dict[str, None]] = {}
+        self.sections: dict[LineSpan, dict[str, None]] = {}
         # (target name, span): something target-specific already covers the span.
-        self.claimed: set[tuple[str, _Span]] = set()
+        self.claimed: set[tuple[str, LineSpan]] = set()
         self.classes = sorted(self.source.classes.values(), key=lambda c: c.first_line)
 
     def run(self) -> None:
@@ -126,71 +69,10 @@ class _Builder:
             except Exception:  # one odd target must not cost the others their hovers
                 log.exception("hover index: target %s of %s skipped", target.name, self.path)
 
-    # -- spans (UTF-8 bytes -> UTF-16) ------------------------------------------------
-
-    def column(self, line0: int, byte_column: int) -> int:
-        text = self.lines[line0]
-        if text.isascii():
-            return max(0, min(byte_column, len(text)))
-        return byte_column_to_units(text, byte_column, UTF16)
-
-    def extent(self, line0: int) -> tuple[int, int] | None:
-        """The line without its indentation and trailing blanks, in UTF-16."""
-        if not 0 <= line0 < len(self.lines):
-            return None
-        text = self.lines[line0]
-        stripped = text.strip()
-        if not stripped:
-            return None
-        start = len(text) - len(text.lstrip())
-        if text.isascii():
-            return start, start + len(stripped)
-        lead = units(text[:start], UTF16)
-        return lead, lead + units(stripped, UTF16)
-
-    def spans(self, where: SourceLine | None) -> list[_Span]:
-        """A source range as per-line spans; no end means to the end of the first line."""
-        if where is None or not 0 < where.line <= len(self.lines):
-            return []
-        first = where.line - 1
-        last = first if where.end_line is None else min(max(where.end_line - 1, first), len(self.lines) - 1)
-        out: list[_Span] = []
-        for line0 in range(first, last + 1):
-            ext = self.extent(line0)
-            if ext is None:
-                continue
-            lo, hi = ext
-            if line0 == first:
-                lo = self.column(line0, where.column - 1)
-            if line0 == last and where.end_line is not None and where.end_column is not None and where.end_line - 1 == last:
-                hi = self.column(line0, where.end_column - 1)
-            if lo < hi:
-                out.append(_Span(line0, lo, hi))
-        return out
-
-    def word(self, where: SourceLine, name: str) -> list[_Span]:
-        """``name`` written at ``where`` (a parameter's name without its annotation)."""
-        line0 = where.line - 1
-        if not 0 <= line0 < len(self.lines):
-            return []
-        start = where.column - 1
-        raw = self.lines[line0].encode("utf-8", errors="surrogatepass")
-        size = len(name.encode("utf-8"))
-        if raw[start : start + size] != name.encode("utf-8"):
-            return self.spans(where)  # spelled differently (NFKC): the whole node
-        lo, hi = self.column(line0, start), self.column(line0, start + size)
-        return [_Span(line0, lo, hi)] if lo < hi else []
-
-    def whole_line(self, line: int) -> list[_Span]:
-        ext = self.extent(line - 1)
-        return [_Span(line - 1, *ext)] if ext is not None else []
-
-    def add(self, spans: Iterable[_Span], target: str, text: str) -> None:
+    def add(self, spans: Iterable[LineSpan], target: str, text: str) -> None:
         for span in spans:
             self.sections.setdefault(span, {})[text] = None
             self.claimed.add((target, span))
-
-    # -- the target's own line ----------------------------------------------------
 
     def target_text(self, target: TargetResult) -> str:
         return md.target_hover(target, self._errors_of(target))
@@ -202,7 +84,7 @@ class _Builder:
         if owner is not None:  # decorators belong to the declaration
             lines = list(range(owner[0], target.line + 1))
         for line in lines:
-            self.add(self.whole_line(line), target.name, text)
+            self.add(self.text.whole_line(line), target.name, text)
 
     def _errors_of(self, target: TargetResult) -> list[Diagnostic]:
         errors = [d for d in self.result.diagnostics if d.severity == "error"]
@@ -216,7 +98,7 @@ class _Builder:
         for c in self.classes:
             if c.where.line == line:
                 return c.first_line, line
-        for f in _all_functions(self.source):
+        for f in self.source.all_functions():
             if f.where.line == line:
                 return f.first_line, line
         return None
@@ -228,38 +110,6 @@ class _Builder:
                 best = c  # sorted by first line: a later match is nested deeper
         return best
 
-    # -- painting ----------------------------------------------------------------------
-
-    def segments(self) -> dict[int, _Segments]:
-        by_line: dict[int, list[tuple[_Span, HoverText]]] = {}
-        for span, sections in self.sections.items():
-            hover = HoverText(md.join_sections(list(sections)), span.line, span.start, span.end)
-            by_line.setdefault(span.line, []).append((span, hover))
-        return {line: _paint(anchors) for line, anchors in by_line.items()}
-
-
-def _paint(anchors: Sequence[tuple[_Span, HoverText]]) -> _Segments:
-    """Overlapping anchors as disjoint segments; the narrowest anchor wins each piece."""
-    bounds = sorted({s.start for s, _ in anchors} | {s.end for s, _ in anchors})
-    starts: list[int] = []
-    ends: list[int] = []
-    hovers: list[HoverText] = []
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
-        best: tuple[_Span, HoverText] | None = None
-        for span, hover in anchors:
-            if span.start <= lo and hi <= span.end:
-                if best is None or (span.end - span.start, -span.start) < (best[0].end - best[0].start, -best[0].start):
-                    best = (span, hover)
-        if best is None:
-            continue
-        if hovers and ends[-1] == lo and hovers[-1] is best[1]:
-            ends[-1] = hi
-            continue
-        starts.append(lo)
-        ends.append(hi)
-        hovers.append(best[1])
-    return _Segments(starts, ends, hovers)
-
 
 def _parse(source: str, path: str) -> SourceIndex:
     try:
@@ -268,16 +118,10 @@ def _parse(source: str, path: str) -> SourceIndex:
         return SourceIndex(path=path, text=source)
 
 
-def _all_functions(index: SourceIndex) -> Iterable[FunctionInfo]:
-    yield from index.functions.values()
-    for c in index.classes.values():
-        yield from c.methods.values()
-
-
 class _TargetView:
     """What one exported target says about the places in the file."""
 
-    def __init__(self, builder: _Builder, target: TargetResult, sig: Signature) -> None:
+    def __init__(self, builder: Anchors, target: TargetResult, sig: Signature) -> None:
         self.b = builder
         self.target = target
         self.sig = sig
@@ -294,7 +138,7 @@ class _TargetView:
         for c in self.b.classes:
             if id(c) in roots and c.where.line != self.target.line:
                 # A factory's module class: its `class` line is the target's too.
-                self.b.add(self.b.whole_line(c.where.line), self.name, self.b.target_text(self.target))
+                self.b.add(self.b.text.whole_line(c.where.line), self.name, self.b.target_text(self.target))
         for f in forwards:
             self._forward_arguments(f)
             self._returns(f)
@@ -303,7 +147,6 @@ class _TargetView:
         self._mutations()
         self._leftovers()
 
-    # -- which code is this target's ------------------------------------------------
 
     def _spec_lines(self) -> set[int]:
         return {s.source.line for s in (*self.sig.inputs, *self.sig.outputs) if s.source is not None}
@@ -328,7 +171,7 @@ class _TargetView:
         """The exported ``forward``: where user inputs' parameters and outputs' returns are."""
         found: dict[int, FunctionInfo] = {}
         starts = {(s.source.line, s.source.column) for s in self._user_inputs() if s.source is not None}
-        for f in _all_functions(self.index):
+        for f in self.index.all_functions():
             if any((p.line, p.column) in starts for p in f.params.values()):
                 found[id(f)] = f
         for s in self.sig.outputs:
@@ -342,7 +185,6 @@ class _TargetView:
                 found[0] = declared.methods["forward"]
         return list(found.values())
 
-    # -- forward arguments ------------------------------------------------------------
 
     def _forward_arguments(self, f: FunctionInfo) -> None:
         users = self._user_inputs()
@@ -350,20 +192,19 @@ class _TargetView:
         for pname, where in params:
             specs = [s for s in users if _same_start(s.source, where)]
             if not specs:  # no source recorded: torch names the placeholder after the parameter
-                specs = [s for s in users if s.source is None and _param_of(s.arg.name, params) == pname]
+                specs = [s for s in users if s.source is None and param_for_placeholder(s.arg.name, [p for p, _ in params]) == pname]
             if not specs:
                 continue
             names = {s.arg.name for s in specs}
             mutations = [o for o in self.sig.outputs if _names_user_input(o) and o.target in names]
             text = md.section(f"**{pname}** · forward argument · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
-            spans = self.b.word(where, pname) + self.b.spans(where)
+            spans = self.b.text.word(where, pname) + self.b.text.spans(where)
             limit = f.rebound_at.get(pname)
             for use in f.name_uses.get(pname, []):
                 if limit is None or (use.line, use.column) < limit:
-                    spans += self.b.spans(use)
+                    spans += self.b.text.spans(use)
             self.b.add(spans, self.name, text)
 
-    # -- returns ------------------------------------------------------------------------
 
     def _returns(self, f: FunctionInfo) -> None:
         results = [o for o in self.sig.outputs if o.kind in _RESULT_OUTPUTS or o.kind not in OUTPUT_KINDS and o.target is None]
@@ -375,9 +216,8 @@ class _TargetView:
             else:
                 note = "Export did not trace this `return`; the program's outputs:"
                 text = md.section(title, results, self.sig.ranges, note)
-            self.b.add(self.b.spans(ret), self.name, text)
+            self.b.add(self.b.text.spans(ret), self.name, text)
 
-    # -- attributes -----------------------------------------------------------------------
 
     def _prefixes(self, c: ClassInfo) -> set[str]:
         """Where instances of ``c`` sit in the root module (``blocks.0.``), read off the
@@ -401,12 +241,12 @@ class _TargetView:
             targets = {s.target for s in specs if s.target is not None}
             mutations = [o for o in self.sig.outputs if _names_state(o) and o.target in targets]
             text = md.section(f"**self.{attr}** · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
-            spans: list[_Span] = []
+            spans: list[LineSpan] = []
             for use in c.self_uses.get(attr, []):
-                spans += self.b.spans(use)
+                spans += self.b.text.spans(use)
             for literal in c.registered_names.get(attr, []):
-                spans += self.b.spans(literal)
-            spans += self.b.spans(c.attributes.get(attr))
+                spans += self.b.text.spans(literal)
+            spans += self.b.text.spans(c.attributes.get(attr))
             self.b.add(spans, self.name, text)
 
     def _attribute_specs(self, c: ClassInfo, attr: str, prefixes: set[str]) -> list[InputSpec]:
@@ -422,7 +262,6 @@ class _TargetView:
         # class's definitions): any instance path that passes through `attr`.
         return self.state.by_inner.get(attr, [])
 
-    # -- mutations ------------------------------------------------------------------------
 
     def _mutations(self) -> None:
         groups: dict[tuple[int, int, int | None, int | None], list[OutputSpec]] = {}
@@ -438,9 +277,8 @@ class _TargetView:
                 if (s.kind == "USER_INPUT" and s.arg.name in targets) or (s.kind != "USER_INPUT" and s.target in targets)
             ]
             text = md.section(f"**in-place update** · {md.code(self.name)}", [*outs, *mutated], self.sig.ranges)
-            self.b.add(self.b.spans(where) + self.b.whole_line(where.line), self.name, text)
+            self.b.add(self.b.text.spans(where) + self.b.text.whole_line(where.line), self.name, text)
 
-    # -- anything else with a line --------------------------------------------------------
 
     def _leftovers(self) -> None:
         """Specs whose line no anchor above covers (broken source, unusual code): the
@@ -452,7 +290,7 @@ class _TargetView:
         for specs in groups.values():
             where = specs[0].source
             assert where is not None
-            spans = [sp for sp in self.b.spans(where) if (self.name, sp) not in self.b.claimed]
+            spans = [sp for sp in self.b.text.spans(where) if (self.name, sp) not in self.b.claimed]
             if spans:
                 text = md.section(f"**line {where.line}** · {md.code(self.name)}", specs, self.sig.ranges)
                 self.b.add(spans, self.name, text)
@@ -489,12 +327,3 @@ def _names_user_input(o: OutputSpec) -> bool:
 
 def _names_state(o: OutputSpec) -> bool:
     return o.kind in _STATE_OUTPUTS or (o.kind not in OUTPUT_KINDS and o.target is not None)
-
-
-def _param_of(arg_name: str, params: Sequence[tuple[str, SourceLine]]) -> str | None:
-    """``x_0_1`` -> ``x``: the longest parameter that prefixes a placeholder name."""
-    best: str | None = None
-    for p, _ in params:
-        if (arg_name == p or arg_name.startswith(p + "_")) and (best is None or len(p) > len(best)):
-            best = p
-    return best

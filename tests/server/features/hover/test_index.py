@@ -1,4 +1,4 @@
-"""The hover index (``exportlens.server.index``): what each position of a model file
+"""The hover index (``exportlens.server.features.hover``): what each position of a model file
 shows, checked for content against real export results (one worker run for the
 module) and against hand-built results for the edge cases a worker cannot produce."""
 
@@ -10,9 +10,8 @@ import pytest
 
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
-from exportlens.core.source.sourcemap import SourceIndex
-from exportlens.server import markdown as md
-from exportlens.server.index import HoverIndex, HoverText
+from exportlens.server.features.hover import markdown as md
+from exportlens.server.features.hover.index import HoverIndex, HoverText
 from tests.conftest import EXAMPLES, ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "index"
@@ -433,37 +432,3 @@ def test_crlf_source_and_line_terminators() -> None:
     index = build(source, TargetResult("Net", 5, "ok", 1.0, net_signature()))
     h = find(index, SRC, 14, "return")
     assert h is not None and (h.line, h.start, h.end) == (13, 8, 16) and "linear: USER_OUTPUT" in h.markdown
-
-
-def test_sourcemap_facts_hover_relies_on() -> None:
-    source = (
-        "def make():\n"
-        "    class Local(torch.nn.Module):\n"
-        "        def __init__(self):\n"
-        "            self.register_buffer('b', None)\n"
-        "        def forward(me, x, y):\n"
-        "            me.b.add_(x)\n"
-        "            x += 1\n"
-        "            z = [x for x in y]\n"
-        "            for y in z:\n"
-        "                pass\n"
-        "            return x\n"
-        "    return Local()\n"
-    )
-    index = SourceIndex.build(source)
-    local = index.classes["make.Local"]
-    assert (local.first_line, local.last_line) == (2, 11)
-    assert [s.line for s in local.self_uses["b"]] == [6]
-    assert [(s.line, s.column) for s in local.registered_names["b"]] == [(4, 34)]
-    assert local.attributes["b"].line == 4  # a class inside a factory still finds its methods
-    forward = local.methods["forward"]
-    assert [s.line for s in forward.name_uses["x"]] == [6, 7, 8, 11]  # `x += 1` reads x; the comprehension's x too
-    assert "x" not in forward.rebound_at  # neither `x += 1` nor the comprehension rebinds it
-    assert forward.rebound_at["y"] == (9, 18)  # just past the `y` of `for y in z`
-
-
-def test_markdown_helpers_survive_backticks() -> None:
-    assert md.code("a`b") == "``a`b``"
-    assert md.code("`x") == "`` `x ``"
-    fenced = md.fence(["```python", "x"])
-    assert fenced.startswith("````text\n") and fenced.endswith("\n````")

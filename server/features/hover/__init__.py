@@ -1,8 +1,10 @@
 """``textDocument/hover``: InputSpec/OutputSpec hovers from the in-memory index.
 
-The index (``exportlens.server.index.HoverIndex``) is built once per result, off
-the hot path, for the exact text the result was made from. A hover never waits for
-a worker. When the buffer has changed since, the index still answers for a line
+The hover feature is this package: ``anchors`` decides what each place of the file
+shows, ``markdown`` writes it, ``index`` holds it for lookups; this module is the LSP
+handler. The index (:class:`HoverIndex`) is built once per result, off the hot
+path, for the exact text the result was made from. A hover never waits for a
+worker. When the buffer has changed since, the index still answers for a line
 whose text is unchanged; any other line gets no hover (its positions may have moved).
 The index speaks 0-based lines and UTF-16 columns; the client may have negotiated
 another encoding, so columns are converted on the way in and out.
@@ -12,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from exportlens.server.features.hover.index import HoverIndex
 from exportlens.server.positions import UTF16, convert, split_lines
 
 if TYPE_CHECKING:
@@ -27,12 +30,8 @@ log = logging.getLogger(__name__)
 INDEX_WAIT_S = 2.0
 
 
-def index_class() -> Any:
-    """``HoverIndex``, or None while ``exportlens.server.index`` is not there."""
-    try:
-        from exportlens.server.index import HoverIndex  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
+def index_class() -> type[HoverIndex]:
+    """The index class the exports build for each result."""
     return HoverIndex
 
 
