@@ -106,16 +106,18 @@ class Signature:
 
     def torch_text(self) -> str:
         """The signature exactly as ``print(ep.graph_signature)`` shows it."""
-        ins = []
-        for i in self.inputs:
-            target = "" if i.target is None else f" target='{i.target}'"
-            persistent = "" if i.persistent is None else f" persistent={i.persistent}"
-            ins.append(f"{i.arg.name}: {i.kind}{target}{persistent}")
-        outs = []
-        for o in self.outputs:
-            target = "" if o.target is None else f" target='{o.target}'"
-            outs.append(f"{o.arg.name}: {o.kind}{target}")
-        return "\n# inputs\n" + "\n".join(ins) + "\n\n# outputs\n" + "\n".join(outs) + "\n"
+        ins = "\n".join(spec_text(i) for i in self.inputs)
+        outs = "\n".join(spec_text(o) for o in self.outputs)
+        return "\n# inputs\n" + ins + "\n\n# outputs\n" + outs + "\n"
+
+
+def spec_text(spec: InputSpec | OutputSpec) -> str:
+    """One line of ``print(ep.graph_signature)``: ``name: KIND target='t' persistent=B``."""
+    target = "" if spec.target is None else f" target='{spec.target}'"
+    persistent = ""
+    if isinstance(spec, InputSpec) and spec.persistent is not None:
+        persistent = f" persistent={spec.persistent}"
+    return f"{spec.arg.name}: {spec.kind}{target}{persistent}"
 
 
 _DTYPE_ABBR = {

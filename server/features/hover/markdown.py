@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
 from exportlens.core.model.results import Diagnostic, TargetResult
-from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
+from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, spec_text
 
 Spec: TypeAlias = InputSpec | OutputSpec
 
@@ -37,15 +37,6 @@ def fence(lines: Sequence[str]) -> str:
     longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
     ticks = "`" * max(3, longest + 1)
     return "\n".join([f"{ticks}text", *lines, ticks])
-
-
-def torch_text(spec: Spec) -> str:
-    """One line of ``print(ep.graph_signature)``: ``name: KIND target='t' persistent=B``."""
-    target = "" if spec.target is None else f" target='{spec.target}'"
-    persistent = ""
-    if isinstance(spec, InputSpec) and spec.persistent is not None:
-        persistent = f" persistent={spec.persistent}"
-    return f"{spec.arg.name}: {spec.kind}{target}{persistent}"
 
 
 def value_text(spec: Spec) -> str:
@@ -97,7 +88,7 @@ def range_lines(specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int |
 
 def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False) -> list[str]:
     """Aligned rows: torch's text, the value, and optionally the source line."""
-    cells = [[torch_text(s), value_text(s)] for s in specs]
+    cells = [[spec_text(s), value_text(s)] for s in specs]
     if with_lines:
         for row, s in zip(cells, specs, strict=True):
             row.append(f"line {s.source.line}" if s.source is not None else "")

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
-from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
-from exportlens.server.features.hover import markdown as md
+from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta, spec_text
 from exportlens.server.features.hover.index import HoverIndex, HoverText
 from tests.conftest import EXAMPLES, ROOT
 
@@ -89,7 +88,7 @@ def test_target_line_shows_the_whole_signature_in_torch_order(docs: dict[str, Do
     assert doc.covered(h) == "class Counter(nn.Module):"
     assert h.markdown.startswith("**Counter** · export ok in ")
     assert target.signature is not None
-    rows = [md.torch_text(s) for s in (*target.signature.inputs, *target.signature.outputs)]
+    rows = [spec_text(s) for s in (*target.signature.inputs, *target.signature.outputs)]
     assert rows[0] == "b_steps: BUFFER target='steps' persistent=True"
     assert "b_scratch: BUFFER target='scratch' persistent=False" in rows
     assert in_order(h.markdown, "# inputs", *rows[: len(target.signature.inputs)], "# outputs", *rows[len(target.signature.inputs) :])
