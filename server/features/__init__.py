@@ -1,1 +1,1 @@
-"""One module per LSP feature; each has ``register(server)``."""
+"""One module per LSP feature (a package for a large one, such as ``hover``); each has ``register(server)``."""
