@@ -16,7 +16,7 @@ from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import INPUT_KINDS, OUTPUT_KINDS, Signature, SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file, frames_in_text, same_file
 from exportlens.core.source.sourcemap import SourceIndex
-from exportlens.core.source.spans import complete_range, statement_at  # noqa: F401 - complete_range: until job.py and zygote.py import it from spans
+from exportlens.core.source.spans import statement_at
 
 
 @dataclass(frozen=True)
