@@ -1,8 +1,8 @@
 """One export job: run a model file, export each target it declares, analyse.
 
 Runs in the disposable job process the worker forks: it imports torch and runs
-the user's code. ``run_job`` streams ``TargetsFound``/``TargetBegins``/``TargetDone`` events so the worker
-knows which target a crash or a hang belongs to, and returns the ``FileResult``.
+the user's code. ``run_job`` streams ``TargetsFound``/``TargetBegins``/``TargetDone`` events so the
+worker knows which target a crash or a hang belongs to, and returns the ``FileResult``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import warnings
 from typing import Any, Callable
 
 from exportlens.core.export import analyze
-from exportlens.core.export.analyze import ErrorFacts, Frame, deepest_in_file, statement_at
+from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
+from exportlens.core.source.frames import Frame, deepest_in_file
+from exportlens.core.source.spans import complete_range, statement_at
 
 Emit = Callable[[FromJob], None]
 
@@ -50,7 +52,7 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
-            found = [analyze.complete_range(d, loaded.index) for d in found]
+            found = [complete_range(d, loaded.index) for d in found]
             emit(TargetDone(result, tuple(found)))
             results.append(result)
             diagnostics.extend(found)
@@ -58,7 +60,7 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
         emit(TargetsFound(()))
     return FileResult(
         path=request.path,
-        diagnostics=tuple(analyze.complete_range(d, loaded.index) for d in diagnostics),
+        diagnostics=tuple(complete_range(d, loaded.index) for d in diagnostics),
         targets=tuple(results),
         local_imports=tuple(loaded.local_imports),
         local_import_hashes=tuple(loaded.local_import_hashes),
@@ -233,12 +235,7 @@ def _data_dependent(built: Built, loaded: Loaded, name: str) -> list[Diagnostic]
         if kind != "DATA_DEPENDENT_ERROR" or frame.line in seen:
             continue
         seen.add(frame.line)
-        code = loaded.index.line_text(frame.line).strip()
-        message = (
-            f"`{code}` depends on the value of a tensor, not its shape: export cannot decide "
-            f"`{expr}`. Tell export what holds with `torch._check(...)` (or "
-            "`torch._check_is_size`), or use `torch.cond` to keep both branches."
-        )
+        message = analyze.data_dependent_message(expr, statement=loaded.index.line_text(frame.line).strip())
         out.append(Diagnostic.at("data-dependent", message, statement_at(loaded.index, frame.line), name))
     return out
 

@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exportlens.core.export.analyze import complete_range
 from exportlens.core.isolation.failure import Failure, exit_text, failure_diagnostic
 from exportlens.core.isolation.jobprocess import child_main, standby_main, warm_up
 from exportlens.core.isolation.messages import (
@@ -58,6 +57,7 @@ from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import dump_stack, kill_group, rss_kb
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.source.sourcemap import SourceIndex
+from exportlens.core.source.spans import complete_range
 
 MEMORY_POLL_S = 0.025
 
