@@ -170,9 +170,9 @@ class Pipeline:
             with WorkerPool(jobs=workers) as pool:
                 for result in pool.run(misses.values()):
                     results.append(result)
-                    request = misses.get(result.path)
-                    if request is not None:
-                        self.store(request, result)
+                    held = misses.get(result.path)
+                    if held is not None:
+                        self.store(held, result)
         return Batch(sorted(results, key=lambda r: r.path), hits)
 
     def clear(self, paths: list[str]) -> int:

@@ -59,12 +59,12 @@ def lsp_range(
     start_line = min(max(0, line - 1), last)
     text = lines[start_line] if lines else ""
     if end_line is None or end_column is None:
-        start = byte_column_to_units(text, column - 1, encoding)
+        first = byte_column_to_units(text, column - 1, encoding)
         if column <= 1:
             # Column 1 without an end is "this line": skip the indentation.
-            start = units(text[: len(text) - len(text.lstrip())], encoding)
+            first = units(text[: len(text) - len(text.lstrip())], encoding)
         end = types.Position(start_line, units(text, encoding))
-        return types.Range(types.Position(start_line, start), end)
+        return types.Range(types.Position(start_line, first), end)
     start = types.Position(start_line, byte_column_to_units(text, column - 1, encoding))
     stop_line = min(max(0, end_line - 1), last)
     stop_text = lines[stop_line] if lines else ""

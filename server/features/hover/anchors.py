@@ -148,8 +148,11 @@ class _TargetView:
         self._leftovers()
 
 
+    def _specs(self) -> list[InputSpec | OutputSpec]:
+        return [*self.sig.inputs, *self.sig.outputs]
+
     def _spec_lines(self) -> set[int]:
-        return {s.source.line for s in (*self.sig.inputs, *self.sig.outputs) if s.source is not None}
+        return {s.source.line for s in self._specs() if s.source is not None}
 
     def _owned_classes(self, declared: ClassInfo | None) -> list[ClassInfo]:
         owned: dict[int, ClassInfo] = {}
@@ -176,9 +179,9 @@ class _TargetView:
                 found[id(f)] = f
         for s in self.sig.outputs:
             if s.kind in _RESULT_OUTPUTS and s.source is not None:
-                f = self.index.enclosing_function(s.source.line)
-                if f is not None and any(_same_start(r, s.source) for r in f.returns):
-                    found[id(f)] = f
+                owner = self.index.enclosing_function(s.source.line)
+                if owner is not None and any(_same_start(r, s.source) for r in owner.returns):
+                    found[id(owner)] = owner
         if not found:  # no lines at all: the forward of the target's own class
             declared = next((c for c in self.b.classes if c.where.line == self.target.line), None)
             if declared is not None and "forward" in declared.methods:
@@ -284,7 +287,7 @@ class _TargetView:
         """Specs whose line no anchor above covers (broken source, unusual code): the
         spec's own range shows the specs that share it."""
         groups: dict[tuple[int, int, int | None, int | None], list[InputSpec | OutputSpec]] = {}
-        for s in (*self.sig.inputs, *self.sig.outputs):
+        for s in self._specs():
             if s.source is not None:
                 groups.setdefault(_key(s.source), []).append(s)
         for specs in groups.values():
