@@ -27,7 +27,9 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
+from exportlens.server import exports
 from exportlens.server.config import Settings, overrides
+from exportlens.server.features import commands, documents, hover
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
@@ -110,9 +112,7 @@ class ExportLensServer(LanguageServer):
     # ---- exports
 
     async def _export(self, uri: str, generation: int) -> None:
-        from exportlens.server.exports import export_document
-
-        await export_document(self, uri, generation)
+        await exports.export_document(self, uri, generation)
 
     def _export_failed(self, uri: str, error: BaseException) -> None:
         state = self.documents.get(uri)
@@ -225,8 +225,6 @@ class ExportLensServer(LanguageServer):
 
 
 def create_server() -> ExportLensServer:
-    from exportlens.server.features import commands, documents, hover
-
     server = ExportLensServer()
     documents.register(server)
     hover.register(server)

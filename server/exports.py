@@ -28,7 +28,7 @@ from exportlens.server.positions import split_lines
 from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:
-    from exportlens.server.app import ExportLensServer
+    from exportlens.server.host import Host
     from exportlens.server.state import DocumentState
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def summary(result: FileResult) -> str:
     return text + (f", {errors} error{'s' * (errors != 1)}" if errors else "")
 
 
-async def export_document(server: ExportLensServer, uri: str, generation: int) -> None:
+async def export_document(server: Host, uri: str, generation: int) -> None:
     state = server.documents.get(uri)
     if state is None:
         return
@@ -85,13 +85,13 @@ async def export_document(server: ExportLensServer, uri: str, generation: int) -
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
 
 
-async def _lookup(server: ExportLensServer, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:
+async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:
     """The pipeline's lookup on the io thread: hashing the file and reading the cache
     must not hold up the event loop."""
     return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.lookup, request)
 
 
-async def _run_on_worker(server: ExportLensServer, request: ExportRequest) -> FileResult | None:
+async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:
     name = os.path.basename(request.path)
     progress = JobProgress(server, "exportlens", f"exporting {name}")
     server.progress_for[request.id] = progress
@@ -110,7 +110,7 @@ async def _run_on_worker(server: ExportLensServer, request: ExportRequest) -> Fi
     return result
 
 
-async def build_index(server: ExportLensServer, state: DocumentState, text: str, result: FileResult) -> None:
+async def build_index(server: Host, state: DocumentState, text: str, result: FileResult) -> None:
     """Build the hover index for ``result`` in a thread, then attach it if still current."""
     cls = index_class()
     if cls is None:

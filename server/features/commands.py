@@ -24,7 +24,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 
 # A runtime import (not TYPE_CHECKING): pygls reads command handlers' type hints.
-from exportlens.server.app import ExportLensServer
+from exportlens.server.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _arguments(args: tuple[Any, ...]) -> tuple[str | None, str | None]:
     return uri, target
 
 
-def effective_settings(server: ExportLensServer) -> dict[str, Any]:
+def effective_settings(server: Host) -> dict[str, Any]:
     s = server.settings
     return {
         "debounce_ms": s.debounce_ms,
@@ -64,7 +64,7 @@ def effective_settings(server: ExportLensServer) -> dict[str, Any]:
     }
 
 
-def status(server: ExportLensServer, uri: str) -> dict[str, Any]:
+def status(server: Host, uri: str) -> dict[str, Any]:
     state = server.documents.get(uri)
     workers = server.bridge.state.value
     settings = effective_settings(server)
@@ -89,7 +89,7 @@ def status(server: ExportLensServer, uri: str) -> dict[str, Any]:
     }
 
 
-def graph_text(server: ExportLensServer, uri: str, target: str | None) -> str:
+def graph_text(server: Host, uri: str, target: str | None) -> str:
     state = server.documents.get(uri)
     if state is None or state.result is None:
         raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare a target?)")
@@ -104,9 +104,9 @@ def graph_text(server: ExportLensServer, uri: str, target: str | None) -> str:
     return "\n".join(parts)
 
 
-def register(server: ExportLensServer) -> None:
+def register(server: Host) -> None:
     @server.command(REEXPORT)
-    async def reexport(ls: ExportLensServer, *args: Any) -> dict[str, Any]:
+    async def reexport(ls: Host, *args: Any) -> dict[str, Any]:
         uri, _ = _arguments(args)
         if uri is None or uri not in ls.documents:
             raise JsonRpcInvalidParams(f"{REEXPORT}: expected the URI of an open document, got {uri!r}")
@@ -116,14 +116,14 @@ def register(server: ExportLensServer) -> None:
         return status(ls, uri)
 
     @server.command(SHOW_GRAPH)
-    def show_graph(ls: ExportLensServer, *args: Any) -> str:
+    def show_graph(ls: Host, *args: Any) -> str:
         uri, target = _arguments(args)
         if uri is None:
             raise JsonRpcInvalidParams(f"{SHOW_GRAPH}: expected a document URI")
         return graph_text(ls, uri, target)
 
     @server.command(CLEAR_CACHE)
-    async def clear_cache(ls: ExportLensServer, *args: Any) -> int:
+    async def clear_cache(ls: Host, *args: Any) -> int:
         # A cache folder belongs to a file (its pyproject may name one): clear those of
         # the open files, else the one a file at the workspace's top would use.
         paths = [state.path for state in ls.documents.values()]
@@ -132,7 +132,7 @@ def register(server: ExportLensServer) -> None:
         return int(await asyncio.get_running_loop().run_in_executor(ls.io, ls.pipeline.clear, paths))
 
     @server.command(STATUS)
-    def get_status(ls: ExportLensServer, *args: Any) -> dict[str, Any]:
+    def get_status(ls: Host, *args: Any) -> dict[str, Any]:
         uri, _ = _arguments(args)
         if uri is None:
             raise JsonRpcInvalidParams(f"{STATUS}: expected a document URI")

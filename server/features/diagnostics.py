@@ -25,7 +25,7 @@ from exportlens.core.model.results import Diagnostic, Related
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 
 if TYPE_CHECKING:
-    from exportlens.server.app import ExportLensServer
+    from exportlens.server.host import Host
     from exportlens.server.state import DocumentState
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def to_lsp(
 # ---------------------------------------------------------------- delivery
 
 
-def publish(server: ExportLensServer, state: DocumentState) -> None:
+def publish(server: Host, state: DocumentState) -> None:
     """Convert the state's result, then push it (or ask a pull client to pull again)."""
     disabled = server.settings.diagnostics
     encoding = str(server.workspace.position_encoding or "utf-16")
@@ -136,13 +136,13 @@ def publish(server: ExportLensServer, state: DocumentState) -> None:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
 
 
-def clear(server: ExportLensServer, uri: str) -> None:
+def clear(server: Host, uri: str) -> None:
     """The document closed (or stopped declaring targets): show nothing for it."""
     if not server.pull_diagnostics:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
-async def pull(server: ExportLensServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+async def pull(server: Host, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
     uri = params.text_document.uri
     state = server.documents.get(uri)
     if state is None:
@@ -158,12 +158,12 @@ async def pull(server: ExportLensServer, params: types.DocumentDiagnosticParams)
     return types.RelatedFullDocumentDiagnosticReport(items=list(state.published), result_id=state.result_id)
 
 
-def register(server: ExportLensServer) -> None:
+def register(server: Host) -> None:
     """Called from ``initialize`` once we know the client can pull."""
     options = types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False)
 
     @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, options)
-    async def on_diagnostic(ls: ExportLensServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+    async def on_diagnostic(ls: Host, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
         try:
             return await pull(ls, params)
         except asyncio.CancelledError:

@@ -26,7 +26,7 @@ from exportlens.server.features import diagnostics
 from exportlens.server.state import DocumentState
 
 if TYPE_CHECKING:
-    from exportlens.server.app import ExportLensServer
+    from exportlens.server.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def guarded(what: str) -> Callable[[F], F]:
         if asyncio.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
-            async def run_async(ls: ExportLensServer, *args: Any) -> Any:
+            async def run_async(ls: Host, *args: Any) -> Any:
                 try:
                     return await fn(ls, *args)
                 except asyncio.CancelledError:
@@ -54,7 +54,7 @@ def guarded(what: str) -> Callable[[F], F]:
             return run_async  # type: ignore[return-value]
 
         @functools.wraps(fn)
-        def run(ls: ExportLensServer, *args: Any) -> Any:
+        def run(ls: Host, *args: Any) -> Any:
             try:
                 return fn(ls, *args)
             except Exception as e:
@@ -72,7 +72,7 @@ def is_python(uri: str, language_id: str | None = None) -> bool:
     return uri.startswith("file:") and (language_id == "python" or path.endswith(".py"))
 
 
-def apply_settings(server: ExportLensServer) -> None:
+def apply_settings(server: Host) -> None:
     """Recompute the settings from their sources; report new problems; act on changes."""
     section = config.merge(server.init_section, server.user_section)
     new, problems = config.parse(section)
@@ -103,7 +103,7 @@ def apply_settings(server: ExportLensServer) -> None:
                 diagnostics.publish(server, state)
 
 
-async def pull_configuration(server: ExportLensServer) -> None:
+async def pull_configuration(server: Host) -> None:
     """Ask a client that supports ``workspace/configuration`` for the ``exportlens`` section."""
     if not (server.client_capabilities.workspace and server.client_capabilities.workspace.configuration):
         return
@@ -120,10 +120,10 @@ async def pull_configuration(server: ExportLensServer) -> None:
         apply_settings(server)
 
 
-def register(server: ExportLensServer) -> None:
+def register(server: Host) -> None:
     @server.feature(types.INITIALIZE)
     @guarded("initialize")
-    def initialize(ls: ExportLensServer, params: types.InitializeParams) -> None:
+    def initialize(ls: Host, params: types.InitializeParams) -> None:
         caps = params.capabilities
         ls.init_section = config.section_of(params.initialization_options)
         can_pull = caps.text_document is not None and caps.text_document.diagnostic is not None
@@ -136,7 +136,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.INITIALIZED)
     @guarded("initialized")
-    async def initialized(ls: ExportLensServer, params: types.InitializedParams) -> None:
+    async def initialized(ls: Host, params: types.InitializedParams) -> None:
         ls.start_watching()
         try:
             await pull_configuration(ls)
@@ -145,7 +145,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     @guarded("didOpen")
-    def did_open(ls: ExportLensServer, params: types.DidOpenTextDocumentParams) -> None:
+    def did_open(ls: Host, params: types.DidOpenTextDocumentParams) -> None:
         # Synchronous on purpose: notifications are handled in order, so a didClose
         # right after cannot overtake this open.
         doc = params.text_document
@@ -158,7 +158,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     @guarded("didChange")
-    def did_change(ls: ExportLensServer, params: types.DidChangeTextDocumentParams) -> None:
+    def did_change(ls: Host, params: types.DidChangeTextDocumentParams) -> None:
         state = ls.documents.get(params.text_document.uri)
         if state is None:
             return
@@ -167,7 +167,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     @guarded("didSave")
-    def did_save(ls: ExportLensServer, params: types.DidSaveTextDocumentParams) -> None:
+    def did_save(ls: Host, params: types.DidSaveTextDocumentParams) -> None:
         state = ls.documents.get(params.text_document.uri)
         if state is None:
             return
@@ -178,7 +178,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     @guarded("didClose")
-    def did_close(ls: ExportLensServer, params: types.DidCloseTextDocumentParams) -> None:
+    def did_close(ls: Host, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.scheduler.forget(uri)
         if ls.documents.pop(uri, None) is not None:
@@ -187,7 +187,7 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     @guarded("didChangeConfiguration")
-    async def did_change_configuration(ls: ExportLensServer, params: types.DidChangeConfigurationParams) -> None:
+    async def did_change_configuration(ls: Host, params: types.DidChangeConfigurationParams) -> None:
         settings = params.settings
         if isinstance(settings, dict) and config.SECTION in settings:
             ls.user_section = config.section_of(settings)
@@ -197,5 +197,5 @@ def register(server: ExportLensServer) -> None:
 
     @server.feature(types.SHUTDOWN)
     @guarded("shutdown")
-    async def shutdown(ls: ExportLensServer, params: None) -> None:
+    async def shutdown(ls: Host, params: None) -> None:
         await ls.stop()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from exportlens.server.app import ExportLensServer
+    from exportlens.server.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ _tokens = itertools.count(1)
 class JobProgress:
     """One begin/report.../end sequence. All methods are safe no-ops when unsupported."""
 
-    def __init__(self, server: ExportLensServer, title: str, message: str) -> None:
+    def __init__(self, server: Host, title: str, message: str) -> None:
         self._server = server
         self._queue: asyncio.Queue[tuple[str, str, int | None]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None

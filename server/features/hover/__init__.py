@@ -22,7 +22,7 @@ from exportlens.server.features.hover.index import HoverIndex
 from exportlens.server.positions import UTF16, convert, split_lines
 
 if TYPE_CHECKING:
-    from exportlens.server.app import ExportLensServer
+    from exportlens.server.host import Host
     from exportlens.server.state import DocumentState
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,9 @@ def hover_at(state: DocumentState, current_lines: list[str], position: types.Pos
     )
 
 
-def register(server: ExportLensServer) -> None:
+def register(server: Host) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    async def on_hover(ls: ExportLensServer, params: types.HoverParams) -> types.Hover | None:
+    async def on_hover(ls: Host, params: types.HoverParams) -> types.Hover | None:
         try:
             state = ls.documents.get(params.text_document.uri)
             if state is None:
