@@ -10,7 +10,8 @@ import msgpack
 import pytest
 
 from exportlens.core.isolation import messages as m
-from exportlens.core.isolation.zygote import Attempt, Zygote
+from exportlens.core.isolation.supervise import Attempt, on_event
+from exportlens.core.isolation.zygote import Zygote
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.model.signature import SourceLine
 
@@ -124,10 +125,10 @@ def test_the_worker_turns_job_events_into_progress_and_a_result() -> None:
     zygote, out = _zygote()
     attempt = Attempt()
     decls = (TargetDecl("A", 2, "decorator", False), TargetDecl("B", 9, "decorator", False))
-    assert zygote.on_event(m.TargetsFound(decls), REQUEST, attempt)
-    assert zygote.on_event(m.TargetBegins("B"), REQUEST, attempt)
+    assert on_event(m.TargetsFound(decls), REQUEST, attempt, zygote.send)
+    assert on_event(m.TargetBegins("B"), REQUEST, attempt, zygote.send)
     done = TargetResult("B", 9, "ok")
-    assert not zygote.on_event(m.TargetDone(done), REQUEST, attempt)
-    assert not zygote.on_event(m.JobResult(RESULT), REQUEST, attempt)
+    assert not on_event(m.TargetDone(done), REQUEST, attempt, zygote.send)
+    assert not on_event(m.JobResult(RESULT), REQUEST, attempt, zygote.send)
     assert (attempt.decls, attempt.current, attempt.done, attempt.result) == (list(decls), "B", [(done, [])], RESULT)
     assert m.FrameDecoder().feed(os.read(out, 1 << 16)) == [m.Progress(7, "B", 2, 2)]

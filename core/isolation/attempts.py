@@ -1,0 +1,105 @@
+"""One request, as many job processes as it takes.
+
+A target that kills its job (a segfault, a hang, a memory blow-up) must not cost the
+file's other targets. So when a job dies in the middle of target ``B``, the worker
+records ``B`` as an error with the failure's diagnostic, keeps what the job already
+finished, and forks a new job that skips both; a failure before any target started
+is file-level and ends the request. The results of every attempt are merged into
+one ``FileResult`` in the file's target order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from exportlens.core.isolation.failure import Failure, failure_diagnostic
+from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.isolation.pipes import Tail
+from exportlens.core.isolation.supervise import Attempt
+from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
+from exportlens.core.source.sourcemap import SourceIndex
+from exportlens.core.source.spans import complete_range
+
+RunChild = Callable[[ExportRequest, Tail], Attempt]
+
+
+@dataclass
+class Merged:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    targets: dict[str, TargetResult] = field(default_factory=dict)
+    decls: list[TargetDecl] | None = None
+
+
+def run_request(request: ExportRequest, run_child: RunChild) -> FileResult | None:
+    """Run the request's targets, re-forking past any target that kills its job;
+    None when it was cancelled."""
+    started = time.monotonic()
+    merged = Merged()
+    skip = list(request.skip)
+    tail = Tail()
+    while True:
+        attempt = run_child(replace(request, skip=tuple(skip)), tail)
+        if attempt.cancelled:
+            return None
+        if attempt.decls is not None and merged.decls is None:
+            merged.decls = attempt.decls
+        if attempt.result is not None:
+            return _finish(request, merged, attempt.result, tail, started)
+        for finished, found in attempt.done:
+            merged.targets[finished.name] = finished
+            merged.diagnostics.extend(found)
+            skip.append(finished.name)
+        diagnostic = _diagnose(request, attempt, merged.decls, tail)
+        merged.diagnostics.append(diagnostic)
+        if attempt.current is None or attempt.current in skip:
+            # Before any target started (or a repeat): a file-level failure, stop.
+            return _finish(request, merged, FileResult(path=request.path), tail, started)
+        decl = _decl(merged.decls, attempt.current)
+        line = decl.line if decl else diagnostic.line
+        merged.targets[attempt.current] = TargetResult(attempt.current, line, "error")
+        skip.append(attempt.current)
+        remaining = [d.name for d in merged.decls or () if d.name not in skip]
+        if not remaining:
+            return _finish(request, merged, FileResult(path=request.path), tail, started)
+
+
+def _decl(decls: list[TargetDecl] | None, name: str | None) -> TargetDecl | None:
+    return next((d for d in decls or () if d.name == name), None)
+
+
+def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail, started: float) -> FileResult:
+    targets = dict(merged.targets)
+    for t in last.targets:
+        targets.setdefault(t.name, t)
+    order = {d.name: i for i, d in enumerate(merged.decls or ())}
+    ordered = sorted(targets.values(), key=lambda t: order.get(t.name, len(order)))
+    index = _index_of(request) if merged.diagnostics else None
+    own = tuple(complete_range(d, index) for d in merged.diagnostics) if index else ()
+    return FileResult(
+        path=last.path or request.path,
+        diagnostics=own + tuple(last.diagnostics),
+        targets=tuple(ordered),
+        local_imports=last.local_imports,
+        local_import_hashes=last.local_import_hashes,
+        output_tail=tail.text(),  # the zygote saw all the output, the job none of it
+        elapsed_ms=(time.monotonic() - started) * 1000,
+    )
+
+
+def _diagnose(request: ExportRequest, attempt: Attempt, decls: list[TargetDecl] | None, tail: Tail) -> Diagnostic:
+    failure = Failure(attempt.failure or "worker-crash", attempt.current, attempt.detail, attempt.dump, tail.text())
+    return failure_diagnostic(request, failure, _decl(decls, attempt.current))
+
+
+def _index_of(request: ExportRequest) -> SourceIndex:
+    """The file's index, to give the worker's own diagnostics a full range."""
+    text = request.source
+    if text is None:
+        try:
+            with open(request.path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+    return SourceIndex.build(text, request.path)

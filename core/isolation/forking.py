@@ -1,0 +1,150 @@
+"""Forking job processes from the zygote: a fresh fork per request, or the standby.
+
+While the worker is idle it forks the *next* job process ahead of its request and
+lets it warm up (``standby_main``: a tiny export pays the fork's copy-on-write of
+torch's op tables). A request then starts in that warm process; one that arrives
+while the standby is still warming goes to a fresh fork instead, so warming never
+delays an export. Off with ``EXPORTLENS_STANDBY=0``, e.g. to measure what it saves
+(``bench/bench_startmethod.py``).
+
+Each job process gets three pipes back to the worker: its events (frames), its
+stdout/stderr, and a memfd for faulthandler's stack dump. ``end_job`` closes all
+of it and returns the dump.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from exportlens.core.isolation.jobprocess import child_main, standby_main
+from exportlens.core.isolation.messages import Export, ExportRequest, StandbyWarm, encode, write_frame
+from exportlens.core.isolation.pipes import Tail, drain
+from exportlens.core.isolation.procs import kill_group
+
+STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
+DUMP_READ_MAX = 1 << 20  # bytes of a stack dump read back: enough for every thread
+
+
+@dataclass
+class Job:
+    """A forked job process and the worker's ends of its pipes."""
+
+    pid: int
+    events_r: int
+    output_r: int
+    dump_fd: int
+
+
+@dataclass
+class Standby:
+    job: Job
+    request_w: int  # the request goes here; closing it without one makes it exit
+
+
+class Forker:
+    """Forks job processes for one zygote and holds its standby, if any.
+
+    ``private_fds`` (the worker's protocol pipes) are closed in every child: a
+    model must never write into the frame stream, nor keep it open.
+    """
+
+    def __init__(self, num_threads: int = 1, private_fds: tuple[int, ...] = ()) -> None:
+        self.num_threads = num_threads
+        self.private_fds = private_fds
+        self.standby: Standby | None = None
+
+    def fork_job(self, request: ExportRequest) -> Job:
+        return self._fork(lambda events_w, output_w, dump_fd: child_main(request, events_w, output_w, dump_fd, self.num_threads))
+
+    def spawn_standby(self) -> None:
+        """Fork the next job process now, while nothing is waiting (see ``standby_main``)."""
+        if self.standby is not None or not STANDBY:
+            return
+        request_r, request_w = os.pipe()
+
+        def child(events_w: int, output_w: int, dump_fd: int) -> None:
+            os.close(request_w)
+            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads)
+
+        job = self._fork(child)
+        os.close(request_r)
+        self.standby = Standby(job, request_w)
+
+    def take_standby(self, request: ExportRequest) -> Job | None:
+        """Hand the request to the standby job process, if one is alive and warm to take it."""
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return None
+        try:
+            done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
+            if not done and _ready(standby.job.events_r):
+                write_frame(standby.request_w, Export(request))
+                os.close(standby.request_w)
+                return standby.job
+        except OSError:
+            pass
+        self._kill_standby(standby)
+        return None
+
+    def drop_standby(self) -> None:
+        standby, self.standby = self.standby, None
+        if standby is not None:
+            self._kill_standby(standby)
+
+    @staticmethod
+    def _kill_standby(standby: Standby) -> None:
+        kill_group(standby.job.pid)
+        for fd in (standby.request_w, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _fork(self, child: Callable[[int, int, int], None]) -> Job:
+        """Fork a job process running ``child(events_w, output_w, dump_fd)``."""
+        events_r, events_w = os.pipe()
+        output_r, output_w = os.pipe()
+        dump_fd = os.memfd_create("exportlens-stack")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            keep = self.standby.request_w if self.standby else -1
+            for fd in (events_r, output_r, keep, *self.private_fds):
+                if fd >= 0:
+                    os.close(fd)
+            child(events_w, output_w, dump_fd)
+        os.close(events_w)
+        os.close(output_w)
+        try:
+            os.setpgid(pid, pid)  # also done in the child; whichever runs first wins
+        except OSError:
+            pass
+        os.set_blocking(events_r, False)
+        os.set_blocking(output_r, False)
+        return Job(pid, events_r, output_r, dump_fd)
+
+
+def end_job(job: Job, tail: Tail) -> str:
+    """Kill the job's process group, keep the rest of its output, close its pipes;
+    the stack dump it left behind (empty when it wrote none)."""
+    kill_group(job.pid)
+    drain(job.output_r, tail.add)
+    for fd in (job.events_r, job.output_r):
+        os.close(fd)
+    size = os.fstat(job.dump_fd).st_size
+    dump = os.pread(job.dump_fd, min(size, DUMP_READ_MAX), 0).decode("utf-8", "replace")
+    os.close(job.dump_fd)
+    return dump
+
+
+def _ready(events_r: int) -> bool:
+    """Whether the standby said it is warm (its first and only frame before a request)."""
+    try:
+        data = os.read(events_r, 4096)
+    except BlockingIOError:
+        return False
+    return data == encode(StandbyWarm())

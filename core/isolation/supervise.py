@@ -1,0 +1,155 @@
+"""Watching one job process to its end: its events, its output, its clock, its memory.
+
+The zygote hands a forked job here and gets back an ``Attempt``: what the job said
+(the targets it found, the one in progress, those it finished, its result) and, when
+it did not finish, why it was stopped: ``timeout``, ``out-of-memory`` or
+``worker-crash``. The worker's own input stays read meanwhile, so a ``Cancel`` or an
+``Exit`` from the pool ends the job at once.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from exportlens.core.isolation.failure import exit_text
+from exportlens.core.isolation.forking import Job
+from exportlens.core.isolation.messages import (
+    ExportRequest,
+    FrameDecoder,
+    FromJob,
+    FromWorker,
+    JobResult,
+    MessageError,
+    Progress,
+    TargetBegins,
+    TargetDone,
+    TargetsFound,
+    ToWorker,
+)
+from exportlens.core.isolation.pipes import Tail, drain
+from exportlens.core.isolation.procs import dump_stack, rss_kb
+from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
+
+MEMORY_POLL_S = 0.025
+
+
+@dataclass
+class Attempt:
+    """What the zygote learned from one job process."""
+
+    result: FileResult | None = None
+    decls: list[TargetDecl] | None = None
+    current: str | None = None  # the target in progress (last ``begin``)
+    failure: str | None = None  # "timeout", "out-of-memory", "worker-crash"
+    detail: str = ""
+    dump: str = ""
+    cancelled: bool = False
+    # Targets the job finished before it died: (result, its diagnostics).
+    done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
+
+
+class Control(Protocol):
+    """What supervision needs of the worker: its protocol input, and whether to stop."""
+
+    fin: int
+
+    def read_input(self) -> None: ...
+
+    def send(self, message: FromWorker) -> None: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+
+def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attempt, tail: Tail) -> None:
+    """Follow the job until it sent its result, died, ran out of time or memory, or
+    the worker was told to stop it; ``attempt`` says which. The caller kills it."""
+    pid, events_r, output_r = job.pid, job.events_r, job.output_r
+    limits = request.limits
+    memory_kb = limits.memory_mb * 1024
+    deadline = time.monotonic() + limits.timeout_s
+    next_poll = 0.0
+    events = FrameDecoder()
+    selector = selectors.DefaultSelector()
+    selector.register(control.fin, selectors.EVENT_READ, "in")
+    selector.register(events_r, selectors.EVENT_READ, "events")
+    selector.register(output_r, selectors.EVENT_READ, "output")
+    try:
+        while True:
+            for key, _ in selector.select(MEMORY_POLL_S):
+                if key.data == "in":
+                    control.read_input()
+                elif key.data == "output":
+                    # Bounded, so a model printing nonstop cannot starve the checks.
+                    if not drain(output_r, tail.add, max_chunks=16):
+                        selector.unregister(output_r)
+                else:
+                    chunks: list[bytes] = []
+                    open_ = drain(events_r, chunks.append)
+                    try:
+                        for message in events.feed(b"".join(chunks)):
+                            if on_event(message, request, attempt, control.send):
+                                deadline = time.monotonic() + limits.timeout_s
+                    except MessageError as e:
+                        attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
+                        return
+                    if not open_:
+                        selector.unregister(events_r)
+            if attempt.result is not None:
+                return
+            if control.stop_requested:
+                attempt.cancelled = True
+                return
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                try:
+                    drain(events_r, lambda c: [on_event(m, request, attempt, control.send) for m in events.feed(c)])
+                except MessageError:
+                    pass  # it is gone; what it managed to say stands
+                if attempt.result is None:
+                    attempt.failure = "worker-crash"
+                    attempt.detail = exit_text(status)
+                return
+            if time.monotonic() > deadline:
+                attempt.failure = "timeout"
+                dump_stack(pid)
+                return
+            now = time.monotonic()
+            if now < next_poll:
+                continue
+            next_poll = now + MEMORY_POLL_S
+            if rss_kb(pid) > memory_kb:
+                attempt.failure = "out-of-memory"
+                dump_stack(pid)
+                return
+    finally:
+        selector.close()
+
+
+def on_event(
+    message: FromJob | ToWorker | FromWorker,
+    request: ExportRequest,
+    attempt: Attempt,
+    send: Callable[[FromWorker], None],
+) -> bool:
+    """Record one job event (``send`` tells the pool of progress); True when it
+    starts a new timeout period."""
+    if isinstance(message, TargetsFound):
+        attempt.decls = list(message.targets)
+        return True
+    if isinstance(message, TargetBegins):
+        attempt.current = message.target
+        names = [d.name for d in attempt.decls or ()]
+        index = names.index(message.target) + 1 if message.target in names else None
+        # index/total let the front end show "exporting Counter (1/2)".
+        send(Progress(request.id, message.target, index, len(names) or None))
+        return True
+    if isinstance(message, TargetDone):
+        attempt.done.append((message.target, list(message.diagnostics)))
+    elif isinstance(message, JobResult):
+        attempt.result = message.result
+    return False
