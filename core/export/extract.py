@@ -35,7 +35,7 @@ from exportlens.core.model.signature import (
 from exportlens.core.serde.encode import range_bound
 from exportlens.core.source.sourcemap import SourceIndex
 
-__all__ = ["extract_signature", "graph_text"]
+__all__ = ["dim_names", "extract_signature", "graph_text"]
 
 _ARG_KINDS: dict[str, str] = {
     "TensorArgument": "tensor",
@@ -88,7 +88,7 @@ def extract_signature(
                 source=_output_source(ctx, spec, node),
             )
         )
-    return Signature(tuple(inputs), tuple(outputs), _ranges(ep))
+    return Signature(tuple(inputs), tuple(outputs), _ranges(ep), dim_names(ep))
 
 
 def _arg_spec(arg: Any, node: torch.fx.Node | None) -> ArgSpec:
@@ -155,6 +155,59 @@ def _ranges(ep: torch.export.ExportedProgram) -> dict[str, tuple[int | None, int
     for sym, vr in (getattr(ep, "range_constraints", None) or {}).items():
         out[str(sym)] = (range_bound(getattr(vr, "lower", None), lower=True), range_bound(getattr(vr, "upper", None), lower=False))
     return out
+
+
+def dim_names(ep: torch.export.ExportedProgram) -> dict[str, str]:
+    """Each range symbol's ``Dim`` name as the user declared it (``{"s77": "batch"}``).
+
+    Read from torch's own record rather than by matching ``dynamic_shapes`` to the
+    inputs again: the shape environment keeps, for each dimension a ``Dim`` named,
+    its source (``L['x'].size()[0]``, or ``L['flat_args'][0]...`` in strict mode)
+    and that name, and the root of a derived ``Dim`` (``2 * w + 1``) as a source
+    named after the root itself. Symbols of ``Dim.AUTO``/``Dim.DYNAMIC`` dims have
+    no name; a name two symbols claim names neither (it would make two dims one in
+    the snapshot). Private torch state, so best effort: anything odd gives ``{}``."""
+    try:
+        shape_env = _shape_env(ep)
+        if shape_env is None:
+            return {}
+        debug: dict[str, str] = dict(getattr(shape_env, "source_name_to_debug_name", None) or {})
+        sources: dict[Any, list[Any]] = dict(getattr(shape_env, "var_to_sources", None) or {})
+        found: dict[str, str] = {}
+        for symbol in getattr(ep, "range_constraints", None) or {}:
+            if not getattr(symbol, "is_Symbol", False):
+                continue  # a derived expression: named through its root
+            names = {n for n in (_source_dim_name(s, debug) for s in sources.get(symbol, ())) if n}
+            if len(names) == 1:
+                found[str(symbol)] = names.pop()
+        claimed: dict[str, int] = {}
+        for name in found.values():
+            claimed[name] = claimed.get(name, 0) + 1
+        return {symbol: name for symbol, name in found.items() if claimed[name] == 1}
+    except Exception:  # noqa: BLE001 - names are a nicety: the symbols still work
+        return {}
+
+
+def _shape_env(ep: torch.export.ExportedProgram) -> Any:
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            env = getattr(getattr(node.meta.get("val"), "fake_mode", None), "shape_env", None)
+            if env is not None:
+                return env
+    return None
+
+
+def _source_dim_name(source: Any, debug: dict[str, str]) -> str | None:
+    name = getattr(source, "name", None)
+    name = name() if callable(name) else name
+    if not isinstance(name, str):
+        return None
+    if name in debug:
+        return str(debug[name])
+    # The root of a derived Dim has no tensor of its own: torch names its source after it.
+    if type(source).__name__ == "ConstantSource" and name.isidentifier():
+        return name
+    return None
 
 
 def _output_values(ep: torch.export.ExportedProgram, count: int) -> list[Any]:

@@ -103,6 +103,12 @@ class Signature:
     outputs: tuple[OutputSpec, ...]
     # symbol -> (min, max); None stands for an unbounded end.
     ranges: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    # symbol -> the name of the ``Dim`` the user declared for it ("s77" -> "batch").
+    # Shapes and ranges keep torch's symbols (the JSON contract prints them); the
+    # snapshot names dims by these, because torch's numbering moves with unrelated
+    # changes (strict mode, another input) while the user's names do not. Symbols
+    # of ``Dim.AUTO``/``Dim.DYNAMIC`` dims have no name and are not here.
+    dim_names: dict[str, str] = field(default_factory=dict)
 
     def torch_text(self) -> str:
         """The signature exactly as ``print(ep.graph_signature)`` shows it."""
