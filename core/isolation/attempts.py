@@ -10,6 +10,8 @@ one ``FileResult`` in the file's target order.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -23,6 +25,7 @@ from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import complete_range
 
 RunChild = Callable[[ExportRequest, Tail], Attempt]
+INDEX_TEXT_MAX = 16 << 20  # bytes of a model file the worker reads to give its diagnostics ranges
 
 
 @dataclass
@@ -83,6 +86,8 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         targets=tuple(ordered),
         local_imports=last.local_imports,
         local_import_hashes=last.local_import_hashes,
+        written=last.written,
+        written_hashes=last.written_hashes,
         output_tail=tail.text(),  # the zygote saw all the output, the job none of it
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
@@ -94,12 +99,32 @@ def _diagnose(request: ExportRequest, attempt: Attempt, decls: list[TargetDecl] 
 
 
 def _index_of(request: ExportRequest) -> SourceIndex:
-    """The file's index, to give the worker's own diagnostics a full range."""
-    text = request.source
-    if text is None:
-        try:
-            with open(request.path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            text = ""
-    return SourceIndex.build(text, request.path)
+    """The file's index, to give the worker's own diagnostics a full range.
+
+    This runs in the zygote, which serves every request after this one: whatever the
+    file is or holds (nested too deep to parse, a FIFO, gigabytes), it must neither
+    raise nor block. At worst the diagnostics keep their bare lines.
+    """
+    text = request.source if request.source is not None else _read_model(request.path)
+    try:
+        return SourceIndex.build(text, request.path)
+    except Exception:  # noqa: BLE001 - build is meant never to raise; only ranges are at stake
+        return SourceIndex(path=request.path, text=text)
+
+
+def _read_model(path: str) -> str:
+    """The text of a regular file, at most ``INDEX_TEXT_MAX`` bytes of it; "" for
+    anything else. Opened non-blocking: opening a FIFO for reading waits for a writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(INDEX_TEXT_MAX).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)

@@ -35,6 +35,7 @@ CODES: dict[str, Severity] = {
     "timeout": "error",
     "worker-crash": "error",
     "out-of-memory": "error",
+    "deep-nesting": "information",
 }
 
 

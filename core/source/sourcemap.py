@@ -80,15 +80,26 @@ class SourceIndex:
     dims: dict[str, SourceLine] = field(default_factory=dict)  # Dim name -> declaration
     dim_variables: dict[str, str] = field(default_factory=dict)  # variable -> Dim name
     inplace_calls: dict[int, list[tuple[str, SourceLine]]] = field(default_factory=dict)
+    # Why the index is empty or partial: the file nests deeper than Python's recursion
+    # allows (a generated 100k-term expression), e.g. "RecursionError". None: complete.
+    incomplete: str | None = None
 
     @classmethod
     def build(cls, text: str, path: str = "<model>") -> SourceIndex:
+        """Never raises: text Python cannot parse gives an empty index, text too deep
+        to parse or walk an empty or partial one with ``incomplete`` set."""
         index = cls(path=path, text=text)
         try:
             tree = ast.parse(text, filename=path)
         except (SyntaxError, ValueError):
             return index
-        _Visitor(index).visit(tree)
+        except (RecursionError, MemoryError) as e:  # the parser's own depth limits
+            index.incomplete = type(e).__name__
+            return index
+        try:
+            _Visitor(index).visit(tree)
+        except RecursionError:  # what the walk found so far stands
+            index.incomplete = "RecursionError"
         return index
 
     # -- queries ---------------------------------------------------------------

@@ -202,3 +202,63 @@ def test_pool_replaces_a_killed_worker(pool: WorkerPool, batch: dict[str, FileRe
     results = list(pool.run([request(41, "clean"), request(42, "clean")]))
     assert [r.targets[0].status for r in results] == ["ok", "ok"]
     assert zygote not in pool.worker_pids() and len(pool.worker_pids()) == 2
+
+
+# -- model files too deep for Python's recursion (issue 10, finding 11) ------------
+
+CLEAN_MODEL = '''
+import torch
+
+
+class Clean(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+model = Clean()
+example_args = (torch.randn(2),)
+'''
+
+
+def _deep_sum(terms: int) -> str:
+    """``x = 1+1+...``: a left-leaning tree ``terms`` deep."""
+    return "x = " + "+".join(["1"] * terms) + "\n"
+
+
+@pytest.mark.adversarial
+def test_a_file_too_deep_to_compile_is_a_syntax_error_and_the_worker_lives(pool: WorkerPool, batch: dict[str, FileResult], tmp_path: Path) -> None:
+    pids = pool.worker_pids()
+    too_deep = tmp_path / "too_deep.py"
+    too_deep.write_text(_deep_sum(100_000) + CLEAN_MODEL)
+    unary = tmp_path / "unary.py"  # the parser's own stack: MemoryError, not RecursionError
+    unary.write_text("x = " + "-" * 100_000 + "1\n" + CLEAN_MODEL)
+    requests = [ExportRequest(id=i, path=str(p), root=str(tmp_path), limits=FAST) for i, p in enumerate((too_deep, unary), 50)]
+    results = {Path(r.path).stem: r for r in pool.run(requests)}
+    for name in ("too_deep", "unary"):
+        [diag] = results[name].diagnostics
+        assert (diag.code, diag.line) == ("syntax-error", 1), diag
+        assert "too deeply nested for Python to compile" in diag.message
+        assert results[name].targets == ()
+    assert pool.worker_pids() == pids  # no worker was lost to the file
+    assert list(pool.run([request(52, "clean")]))[0].targets[0].status == "ok"
+    assert pool.worker_pids() == pids
+
+
+@pytest.mark.adversarial
+def test_a_file_too_deep_for_our_index_still_exports(pool: WorkerPool, batch: dict[str, FileResult], tmp_path: Path) -> None:
+    # Python compiles 1,500 levels; the index's recursive visitor cannot walk them.
+    pids = pool.worker_pids()
+    deep = tmp_path / "deep_ok.py"
+    deep.write_text(_deep_sum(1_500) + CLEAN_MODEL)
+    # The same, crashing while it loads: the worker then builds the index itself.
+    crash = tmp_path / "deep_crash.py"
+    crash.write_text("import ctypes\n" + _deep_sum(1_500) + "ctypes.string_at(0)\n")
+    requests = [ExportRequest(id=i, path=str(p), root=str(tmp_path), limits=FAST) for i, p in enumerate((deep, crash), 53)]
+    results = {Path(r.path).stem: r for r in pool.run(requests)}
+    [note] = results["deep_ok"].diagnostics
+    assert (note.code, note.line, note.severity) == ("deep-nesting", 1, "information")
+    assert [(t.name, t.status) for t in results["deep_ok"].targets] == [("Clean", "ok")]
+    [crashed] = results["deep_crash"].diagnostics
+    assert (crashed.code, crashed.line) == ("worker-crash", 3)
+    assert pool.worker_pids() == pids
+
