@@ -5,9 +5,15 @@ program model are usable anywhere. The torch-facing functions (``dumps``, ``load
 ``save``, ``load``) import torch when called.
 """
 
-from typing import Any
+# First of all, before any other import: ``python -m exportlens`` in a workspace
+# folder must not import that folder's tokenize.py or attr.py (see safe_path).
+from exportlens import safe_path as _safe_path
 
-from exportlens.target import target
+_safe_path.drop_working_directory()
+
+from typing import Any  # noqa: E402
+
+from exportlens.target import target  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["target", "dumps", "loads", "save", "load", "read_program", "ProgramModel", "SchemaError", "__version__"]

@@ -293,7 +293,7 @@ def test_config_and_help(project: Path, expected: Path, tmp_path: Path) -> None:
     session = run_scenario("help", project, expected, tmp_path, plugin=plugin)
     assert_passed(
         session,
-        "the shipped cmd is python3 -m exportlens serve",
+        "the shipped cmd is python3 -P -m exportlens serve",
         "the user's settings merge into the shipped sections",
         ":ExportlensShowGraph is defined",
         ":helptags accepts doc/exportlens.txt",

@@ -1,8 +1,9 @@
 """A pytest-lsp client that records everything the exportlens server sends, and
 helpers to drive documents. Tests wait for recorded notifications, never sleep.
 
-The server runs as ``python -m exportlens serve``, the real command, with each test
-module's own cache folder so no test reads another's (or the user's) cache.
+The server runs as ``python -P -m exportlens serve``, the command both editors run,
+with each test module's own cache folder so no test reads another's (or the user's)
+cache.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from exportlens.server.positions import units
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 WAIT_S = 300.0  # generous: the first export also warms a worker up on a loaded machine
+SERVE = ("-P", "-m", "exportlens", "serve")  # what the editors start (-P: no workspace module shadows ours)
 T = TypeVar("T")
 
 
@@ -107,10 +109,14 @@ async def running_server(
     profile: str,
     workspace: Path,
     options: dict[str, Any] | None = None,
+    *,
+    serve: tuple[str, ...] = SERVE,
+    cwd: Path | None = None,
 ) -> AsyncIterator[tuple[RecordingClient, types.InitializeResult]]:
+    """The server started as ``python *serve`` in ``cwd`` (the test's own by default)."""
     client = make_client()
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    await client.start_io(sys.executable, "-m", "exportlens", "serve", env=env)
+    await client.start_io(sys.executable, *serve, env=env, cwd=cwd)
     try:
         result = await client.initialize_session(
             types.InitializeParams(

@@ -17,11 +17,14 @@
 --- ```lua
 --- vim.lsp.enable('exportlens')
 --- ```
---- The default command is `python3 -m exportlens serve`; point it at the interpreter
---- of your project's environment when that is not the `python3` on $PATH:
+--- The default command is `python3 -P -m exportlens serve` (`-P`, Python 3.11+: the
+--- project folder, where the server runs, is not put on `sys.path`, so a project file
+--- named like a library, `tokenize.py` or `attr.py`, cannot stand in for it). Point it
+--- at the interpreter of your project's environment when that is not the `python3` on
+--- $PATH:
 --- ```lua
 --- vim.lsp.config('exportlens', {
----   cmd = { vim.fn.expand('~/proj/.venv/bin/python'), '-m', 'exportlens', 'serve' },
+---   cmd = { vim.fn.expand('~/proj/.venv/bin/python'), '-P', '-m', 'exportlens', 'serve' },
 ---   settings = { exportlens = { debounceMs = 500, timeoutS = 60 } },
 --- })
 --- ```
@@ -34,7 +37,7 @@
 
 ---@type vim.lsp.Config
 return {
-  cmd = { 'python3', '-m', 'exportlens', 'serve' },
+  cmd = { 'python3', '-P', '-m', 'exportlens', 'serve' },
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', '.git' },
   -- Empty maps (not lists) so the server sees `{}` when nothing is configured.

@@ -13,12 +13,15 @@ export type ImportCheck =
 const CHECK_TIMEOUT_MS = 30_000;
 
 const PROBE = 'import exportlens; print(getattr(exportlens, "__version__", "unknown"))';
+// -P as for the server: the check runs in the workspace folder, whose `tokenize.py` or
+// `attr.py` must not stand in for the library (`-c` would put that folder on sys.path).
+const PROBE_ARGS = ['-P', '-c', PROBE];
 
 export function checkImportable(python: string, cwd: string | undefined, timeoutMs = CHECK_TIMEOUT_MS): Promise<ImportCheck> {
     return new Promise((resolve) => {
         execFile(
             python,
-            ['-c', PROBE],
+            PROBE_ARGS,
             { cwd, timeout: timeoutMs, encoding: 'utf8', windowsHide: true },
             (error, stdout, stderr) => {
                 if (!error) {
@@ -28,6 +31,9 @@ export function checkImportable(python: string, cwd: string | undefined, timeout
                 const code = (error as NodeJS.ErrnoException).code;
                 if (code === 'ENOENT' || code === 'EACCES') {
                     resolve({ ok: false, reason: 'not-found', detail: `${python}: ${code === 'ENOENT' ? 'no such file' : 'not executable'}` });
+                } else if (/^unknown option:? -P\b/im.test(stderr)) {
+                    // Python before 3.11, which exportlens does not support anyway.
+                    resolve({ ok: false, reason: 'failed', detail: `${python} is older than Python 3.11 (it has no -P option)` });
                 } else if (/ModuleNotFoundError|No module named/.test(stderr)) {
                     resolve({ ok: false, reason: 'not-importable', detail: lastLine(stderr) });
                 } else {

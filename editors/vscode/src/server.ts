@@ -1,4 +1,4 @@
-// Starting, stopping and restarting `python -m exportlens serve` behind a language
+// Starting, stopping and restarting `python -P -m exportlens serve` behind a language
 // client. Restarts are queued so two (settings change + command) never interleave.
 import { Disposable, EventEmitter, LogOutputChannel, Uri, window, commands } from 'vscode';
 import {
@@ -16,6 +16,14 @@ import { chooseInterpreter, describeChoice, settingIsSet } from './interpreterCh
 import { logError, logInfo, logWarn } from './log';
 import { pythonExtensionInterpreter } from './python';
 import { ServerSettings, didChangeConfigurationParams, initializationOptions } from './settings';
+
+/**
+ * The server's arguments. It runs in the workspace folder, which `python -m` would put
+ * first on sys.path: `-P` (Python 3.11+) keeps it off, so a workspace `tokenize.py` or
+ * `attr.py` cannot stand in for the library. The models' exports still import their
+ * neighbours: the export job puts each model's own folder on sys.path.
+ */
+const SERVE_ARGS = ['-P', '-m', 'exportlens', 'serve'];
 
 /**
  * Commands this extension registers itself (package.json). The server advertises some of
@@ -131,7 +139,7 @@ export class ServerController implements Disposable {
                 this.setDown('The server stopped; see the exportlens output.');
             }
         });
-        logInfo(`Starting: ${choice.command} -m exportlens serve (cwd ${folder?.fsPath ?? process.cwd()})`);
+        logInfo(`Starting: ${choice.command} ${SERVE_ARGS.join(' ')} (cwd ${folder?.fsPath ?? process.cwd()})`);
         try {
             await client.start();
         } catch (error) {
@@ -158,7 +166,7 @@ export class ServerController implements Disposable {
     private createClient(python: string, folder: Uri | undefined): LanguageClient {
         const serverOptions: ServerOptions = {
             command: python,
-            args: ['-m', 'exportlens', 'serve'],
+            args: SERVE_ARGS,
             options: { cwd: folder?.fsPath, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
         };
         const clientOptions: LanguageClientOptions = {

@@ -12,7 +12,7 @@ vim.opt.swapfile = false
 vim.opt.shadafile = 'NONE'
 
 vim.lsp.config('exportlens', {
-  cmd = { assert(vim.env.EXPORTLENS_NVIM_PYTHON, 'EXPORTLENS_NVIM_PYTHON is not set'), '-m', 'exportlens', 'serve' },
+  cmd = { assert(vim.env.EXPORTLENS_NVIM_PYTHON, 'EXPORTLENS_NVIM_PYTHON is not set'), '-P', '-m', 'exportlens', 'serve' },
   -- A short debounce keeps the edit scenarios quick; the cache folder comes from
   -- $EXPORTLENS_CACHE_DIR, which the server inherits.
   init_options = { exportlens = { debounceMs = 100 } },

@@ -22,11 +22,12 @@ print(json.dumps(out))
 
 local PROBE_TIMEOUT_MS = 30000
 
---- The interpreter of a `{ python, '-m', 'exportlens', ... }` command, else nil.
+--- The interpreter of a `{ python, ['-P',] '-m', 'exportlens', ... }` command, else nil.
 ---@param cmd string[]
 ---@return string?
 local function interpreter_of(cmd)
-  if cmd[2] == '-m' and cmd[3] == 'exportlens' then
+  local at = cmd[2] == '-P' and 3 or 2
+  if cmd[at] == '-m' and cmd[at + 1] == 'exportlens' then
     return cmd[1]
   end
   return nil
@@ -76,7 +77,7 @@ local function check_interpreter(cmd)
   if path == '' then
     health.error(('`%s` is not an executable'):format(program), {
       "Set the interpreter of the environment that has exportlens and torch:\n"
-        .. "vim.lsp.config('exportlens', { cmd = { '/path/to/venv/bin/python', '-m', 'exportlens', 'serve' } })",
+        .. "vim.lsp.config('exportlens', { cmd = { '/path/to/venv/bin/python', '-P', '-m', 'exportlens', 'serve' } })",
     })
     return
   end
@@ -86,7 +87,8 @@ local function check_interpreter(cmd)
     health.info('cmd does not run `python -m exportlens`; skipping the import check')
     return
   end
-  local ok, proc = pcall(vim.system, { path, '-c', PROBE }, { text = true })
+  -- -P as for the server: a `tokenize.py` in the current folder must not stand in for the library.
+  local ok, proc = pcall(vim.system, { path, '-P', '-c', PROBE }, { text = true })
   if not ok then
     health.error(('cannot run `%s`: %s'):format(path, tostring(proc)))
     return

@@ -53,3 +53,13 @@ test('an interpreter that fails for another reason shows its error', async () =>
         assert.match(fixMessage(broken, check), /Fatal Python error: init failed/);
     }
 });
+
+test('a workspace holding a tokenize.py or attr.py does not break the check', async () => {
+    // The check runs in the workspace folder; -P keeps that folder off sys.path.
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-shadows-'));
+    for (const name of ['attr', 'tokenize', 'msgpack', 'typing_extensions']) {
+        fs.writeFileSync(path.join(workspace, `${name}.py`), `raise RuntimeError('the workspace ${name}.py was imported')\n`);
+    }
+    const check = await checkImportable(VENV_PYTHON, workspace);
+    assert.equal(check.ok, true, JSON.stringify(check));
+});

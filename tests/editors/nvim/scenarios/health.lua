@@ -36,7 +36,7 @@ local function line_with(lines, ...)
 end
 
 local function with_cmd(python)
-  vim.lsp.config('exportlens', { cmd = { python, '-m', 'exportlens', 'serve' } })
+  vim.lsp.config('exportlens', { cmd = { python, '-P', '-m', 'exportlens', 'serve' } })
 end
 
 return function(T)

@@ -7,7 +7,7 @@ return function(T)
   local file = vim.api.nvim_get_runtime_file('lsp/exportlens.lua', false)[1]
   T.need('lsp/exportlens.lua is on the runtimepath', file ~= nil, vim.o.runtimepath)
   local shipped = dofile(file)
-  T.check('the shipped cmd is python3 -m exportlens serve', vim.deep_equal(shipped.cmd, { 'python3', '-m', 'exportlens', 'serve' }), shipped.cmd)
+  T.check('the shipped cmd is python3 -P -m exportlens serve', vim.deep_equal(shipped.cmd, { 'python3', '-P', '-m', 'exportlens', 'serve' }), shipped.cmd)
   local config = vim.lsp.config.exportlens
   T.check('vim.lsp.config resolves exportlens', config ~= nil)
   T.check('filetypes and root markers', vim.deep_equal(config.filetypes, { 'python' }) and vim.deep_equal(config.root_markers, { 'pyproject.toml', '.git' }), config)
