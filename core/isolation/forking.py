@@ -15,6 +15,7 @@ of it and returns the dump.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -89,6 +90,10 @@ class Forker:
         self._kill_standby(standby)
         return None
 
+    def kept_pids(self) -> tuple[int, ...]:
+        """The job processes forked and not yet handed a request (the standby)."""
+        return (self.standby.job.pid,) if self.standby else ()
+
     def drop_standby(self) -> None:
         standby, self.standby = self.standby, None
         if standby is not None:
@@ -112,6 +117,9 @@ class Forker:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            # The worker's SIGTERM handler and signal wake-up pipe are not the job's.
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             keep = self.standby.request_w if self.standby else -1
             for fd in (events_r, output_r, keep, *self.private_fds):
                 if fd >= 0:

@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
 MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
+# How long a worker may take to exit once asked (it only kills its job and what that
+# started: milliseconds, unless the machine is swamped), then after a SIGTERM.
+CLOSE_GRACE_S = 10.0
+TERM_GRACE_S = 2.0
 
 
 class WorkerError(RuntimeError):
@@ -114,12 +118,25 @@ class _Worker:
     def send(self, message: ToWorker) -> None:
         write_frame(self.inp, message)
 
+    def ask_to_exit(self) -> None:
+        """Send ``Exit``: the worker ends its job and whatever that started, then exits."""
+        try:
+            self.send(Exit())
+        except OSError:
+            pass
+
     def kill(self, grace_s: float = 0.0) -> None:
-        """Stop the worker; with a grace period, ask first so it kills its job's group."""
-        if grace_s and self.proc.poll() is None:
+        """Stop the worker: wait ``grace_s`` for it to exit (after ``ask_to_exit``),
+        then SIGTERM, which it takes as ``Exit``; SIGKILL only for one that ignores
+        both -- a killed worker cannot kill what its job started (see ``reaper``)."""
+        for stop, wait_s in ((None, grace_s), (self.proc.terminate, TERM_GRACE_S)):
+            if self.proc.poll() is not None:
+                break
             try:
-                self.send(Exit())
-                self.proc.wait(timeout=grace_s)
+                if stop is not None:
+                    stop()
+                if wait_s:
+                    self.proc.wait(timeout=wait_s)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         try:
@@ -257,7 +274,9 @@ class WorkerPool:
             return
         self.closed = True
         for worker in self._workers:
-            worker.kill(grace_s=1.0)
+            worker.ask_to_exit()  # all at once: they exit in parallel
+        for worker in self._workers:
+            worker.kill(grace_s=CLOSE_GRACE_S)
         if not isinstance(self._log, int):
             self._log.close()
         for fd in (self._wake_r, self._wake_w):

@@ -25,7 +25,10 @@ from __future__ import annotations
 import collections
 import gc
 import os
+import selectors
+import signal
 import sys
+from types import FrameType
 
 from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, end_job
@@ -46,12 +49,13 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.pipes import Tail
+from exportlens.core.isolation.reaper import become_subreaper, kill_strays
 from exportlens.core.isolation.supervise import Attempt, supervise
 from exportlens.core.model.results import FileResult
 
 
 class Zygote:
-    def __init__(self, fin: int, fout: int, num_threads: int = 1) -> None:
+    def __init__(self, fin: int, fout: int, num_threads: int = 1, wake_r: int = -1, wake_w: int = -1) -> None:
         self.fin = fin
         self.fout = fout
         self.inbox = FrameDecoder()
@@ -59,7 +63,8 @@ class Zygote:
         self.cancel_current = False
         self.current_id: int | None = None
         self.exiting = False
-        self.forks = Forker(num_threads, private_fds=(fin, fout))
+        self.wake_r = wake_r  # readable when a signal came (``signal.set_wakeup_fd(wake_w)``)
+        self.forks = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
 
     @property
     def stop_requested(self) -> bool:
@@ -104,17 +109,22 @@ class Zygote:
     def send_cancelled(self, request: ExportRequest) -> None:
         self.send(Finished(request.id, FileResult(path=request.path), cancelled=True))
 
+    def terminate(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM: leave as on ``Exit``, taking the job and what it started along."""
+        self.exiting = True
+
     def serve(self) -> None:
         try:
             self._serve()
         finally:
             self.forks.drop_standby()
+            kill_strays()  # a worker going away leaves nothing behind either
 
     def _serve(self) -> None:
         while not self.exiting:
             if not self.queue:
                 self.forks.spawn_standby()
-                self.read_input()
+                self.wait_for_input()
                 continue
             request = self.queue.popleft()
             self.current_id, self.cancel_current = request.id, False
@@ -126,6 +136,23 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
 
+    def wait_for_input(self) -> None:
+        """Block until the pool writes, then read; or until a signal (SIGTERM) came."""
+        if self.wake_r < 0:
+            self.read_input()
+            return
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fin, selectors.EVENT_READ)
+            selector.register(self.wake_r, selectors.EVENT_READ)
+            ready = {key.fd for key, _ in selector.select()}
+        if self.wake_r in ready:
+            try:
+                os.read(self.wake_r, 4096)
+            except BlockingIOError:
+                pass
+        if self.fin in ready:
+            self.read_input()
+
     def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
         """Run the request in a job process (the standby, else a new fork) and
         supervise it to its end."""
@@ -136,6 +163,8 @@ class Zygote:
             supervise(self, job, request, attempt, tail)
         finally:
             attempt.dump = end_job(job, tail)
+            # What the job started in a new session or by double fork is ours now.
+            kill_strays(keep=self.forks.kept_pids())
         return attempt
 
 
@@ -147,6 +176,8 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
+    if not become_subreaper():
+        print("exportlens worker: cannot become a child subreaper; processes a model starts may outlive it", file=sys.stderr)
     import torch
 
     num_threads = torch.get_num_threads()
@@ -155,7 +186,12 @@ def main() -> None:
     # writing to those objects' headers in the jobs (copy-on-write of torch's heap).
     gc.collect()
     gc.freeze()
-    zygote = Zygote(fin, fout, num_threads)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    zygote = Zygote(fin, fout, num_threads, wake_r, wake_w)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, zygote.terminate)
     zygote.send(WorkerReady(os.getpid(), version))
     zygote.serve()
 
