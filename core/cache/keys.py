@@ -3,17 +3,22 @@
 The first key covers everything known before a run: the file's path and bytes (bytes,
 not text: a file may not decode), the request's settings, the pyproject targets the
 job will use, and the environment (torch, Python, exportlens's own code). The second
-adds the current bytes of the local modules the file imported, known only after a run.
+adds the state of each file the run depended on, known only after a run: the bytes of
+the local modules it imported and of the project files it read, and "absent" for the
+local modules it looked for and did not find (a negative dependency: creating one
+changes what the import finds).
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
+import stat
 import sys
 from typing import Any
 
@@ -23,7 +28,11 @@ from exportlens.core.project.settings import find_pyproject, pyproject_targets
 # Moves whenever the layout of the cache files or of the key changes. (The program
 # schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
 # whose shape is covered by the exportlens code fingerprint below.)
-CACHE_FORMAT = 1
+# 2: dependencies may be "absent" (negative) and include project files the model read.
+CACHE_FORMAT = 2
+
+# The state of a dependency that is not there (see ``file_state``).
+ABSENT = "absent"
 
 
 @functools.cache
@@ -44,7 +53,7 @@ def exportlens_version() -> str:
         return "unknown"
 
 
-def _package_folders() -> list[tuple[str, str]]:
+def package_folders() -> list[tuple[str, str]]:
     """``(package name, folder)`` of ``exportlens``, ``exportlens.core`` and
     ``exportlens.server``. Found by spec, not imported: core must not import the
     packages above or beside it (``find_spec`` runs no module code; the parent
@@ -63,7 +72,7 @@ def code_fingerprint() -> str:
     ``exportlens``, ``exportlens.core`` and ``exportlens.server``), so a result made by
     other exportlens code (a development tree, a reinstall) is not reused."""
     h = hashlib.sha256(exportlens_version().encode())
-    for package, top in _package_folders():
+    for package, top in package_folders():
         for name, path in _modules_under(top):
             try:
                 with open(path, "rb") as f:
@@ -94,10 +103,14 @@ def environment() -> list[Any]:
 
 
 def source_bytes(request: ExportRequest) -> bytes:
-    """What the job will compile: the editor's text, else the file's bytes (raises OSError)."""
+    """What the job will compile: the editor's text, else the file's bytes (raises
+    OSError, also for a FIFO or a device, which reading could block on forever)."""
     if request.source is not None:
         return request.source.encode("utf-8", errors="surrogatepass")
-    with open(request.path, "rb") as f:
+    fd = os.open(request.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", request.path)
         return f.read()
 
 
@@ -130,25 +143,47 @@ def first_key(request: ExportRequest, source: bytes) -> str:
     return h.hexdigest()
 
 
-def second_key(key1: str, deps: list[str], digests: list[str] | None = None) -> str | None:
-    """The entry's key: the first key plus the sha256 of each dependency's bytes —
-    ``digests`` when given (what the export read), else the files' current bytes;
-    None when one cannot be read (a miss)."""
+def file_state(path: str) -> str | None:
+    """A dependency's state now: the sha256 (hex) of a regular file's bytes, ``ABSENT``
+    when nothing is there, None when it cannot be read (no permission, a folder, a
+    FIFO or a device). Never blocks: a FIFO is opened non-blocking and not read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return ABSENT
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def second_key(key1: str, deps: list[str], states: list[str] | None = None) -> str | None:
+    """The entry's key: the first key plus each dependency's state (``file_state``) --
+    ``states`` when given (what the export read), else the files' states now; None
+    when one cannot be read or a given state is malformed (a miss)."""
     h = hashlib.sha256(key1.encode())
+    if states is not None and len(states) != len(deps):
+        return None
     for i, dep in enumerate(deps):
-        if digests is not None:
-            try:
-                digest = bytes.fromhex(digests[i])
-            except (IndexError, ValueError):
-                return None
-        else:
-            try:
-                with open(dep, "rb") as f:
-                    digest = hashlib.sha256(f.read()).digest()
-            except OSError:
-                return None
+        state = states[i] if states is not None else file_state(dep)
+        h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")
+        if state == ABSENT:
+            h.update(b"A")  # tagged: a digest and "absent" never hash alike
+            continue
+        try:
+            digest = bytes.fromhex(state or "")
+        except ValueError:
+            return None
         if len(digest) != 32:
             return None
-        h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")
-        h.update(digest)
+        h.update(b"H" + digest)
     return h.hexdigest()

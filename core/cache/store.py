@@ -1,16 +1,19 @@
 """Content-addressed cache of export results. Torch-free (the CLI and server use it).
 
 A result depends on the file's bytes, the settings of the request, the torch,
-Python and exportlens versions -- and on the local modules the file imports, which
-are only known after a run. So, like ccache's direct mode, there are two levels:
+Python and exportlens versions -- and on the files the run depended on, which are
+only known after a run: the local modules it imported or tried to import, and the
+project files it read. So, like ccache's direct mode, there are two levels:
 
 * the *manifest*, keyed by the first-level hash (path, bytes, settings, versions),
-  records the local import paths of the last stored result;
-* the *entry*, keyed by the first-level hash plus the current bytes of those
-  imports, holds the ``FileResult``.
+  records the dependency paths of the last stored result;
+* the *entry*, keyed by the first-level hash plus the state of each dependency
+  (its bytes' hash, or "absent": a module looked for and not found), holds the
+  ``FileResult``.
 
-A lookup reads the manifest, hashes the dependencies as they are now (a missing one
-is a miss) and reads the entry. Editing a helper module changes the second key.
+A lookup reads the manifest, takes each dependency's state as it is now (one that
+cannot be read is a miss) and reads the entry. Editing a helper module, fixing one
+that raised, or creating one that was missing changes the second key.
 
 Files are written to a temporary file in the same folder and renamed into place, so
 a reader sees a whole old file or a whole new one, and two writers of one key leave
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from exportlens.core.cache.atomic import write_atomic
-from exportlens.core.cache.keys import CACHE_FORMAT, first_key, second_key, source_bytes
+from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT, first_key, second_key, source_bytes
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.plain import from_plain, pack
 from exportlens.core.model.results import FileResult
@@ -76,8 +79,9 @@ def cacheable(result: FileResult) -> bool:
     for d in result.diagnostics:
         if d.code in UNCACHEABLE_CODES:
             return False
-        # A module that is not there is not in local_imports either, so creating it
-        # later would not invalidate the entry: such results are always re-run.
+        # A missing local module is a recorded (absent) dependency, but a missing
+        # installed package is not: installing it changes nothing in the key, so
+        # such results are always re-run.
         if d.code == "import-error" and ("ModuleNotFoundError" in d.message or "ImportError" in d.message):
             return False
     return True
@@ -302,14 +306,22 @@ class ResultCache:
     # ---- store internals
 
     def _store(self, request: ExportRequest, result: FileResult, seen: tuple[bytes, int] | None) -> None:
-        source = source_bytes(request)
+        try:
+            source = source_bytes(request)
+        except (OSError, UnicodeError):
+            return  # an unreadable model file: nothing to key the result by
         deps = list(result.local_imports)
+        # Key the entry by the dependency states the export itself saw when it has
+        # them: re-reading them now races with an edit landing mid-store.
+        states = list(result.local_import_hashes) if len(result.local_import_hashes) == len(deps) else None
         if seen is not None:  # looked up before the export: check nothing moved since
             digest, looked_up_ns = seen
             if hashlib.sha256(source).digest() != digest:
                 log.debug("%s changed while it was exported; not cached", request.path)
                 return
-            for dep in deps:
+            for i, dep in enumerate(deps):
+                if states is not None and states[i] == ABSENT:
+                    continue  # if it appeared since, the key's "absent" simply never hits
                 try:
                     if os.stat(dep).st_mtime_ns > looked_up_ns:
                         log.debug("%s changed while %s was exported; not cached", dep, request.path)
@@ -317,10 +329,7 @@ class ResultCache:
                 except OSError:
                     return  # gone already: the entry could never be hit
         key1 = first_key(request, source)
-        # Key the entry by the dependency bytes the export itself read when it has
-        # them: re-reading them now races with an edit landing mid-store.
-        digests = list(result.local_import_hashes) if len(result.local_import_hashes) == len(deps) else None
-        key2 = second_key(key1, deps, digests)
+        key2 = second_key(key1, deps, states)
         if key2 is None:
             return
         entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))

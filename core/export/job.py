@@ -12,9 +12,9 @@ import time
 import warnings
 from typing import Any, Callable
 
-from exportlens.core.export import analyze
+from exportlens.core.export import analyze, deps
 from exportlens.core.export.analyze import ErrorFacts
-from exportlens.core.export.loader import Loaded, frames_of, load
+from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
@@ -26,6 +26,17 @@ Emit = Callable[[FromJob], None]
 
 
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:
+    """Run in the job process only: it installs an audit hook that stays for the
+    process's life (see ``exportlens.core.export.deps``)."""
+    recorder = deps.start(request.root or module_name_for(request.path)[1], request.path)
+    try:
+        result = _run(request, emit, recorder)
+    finally:
+        deps.stop()
+    return result
+
+
+def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileResult:
     started = time.perf_counter()
     from exportlens.core.export.registry import REGISTRY
 
@@ -36,11 +47,11 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
     if loaded.module is not None:
         entries = list(request.pyproject_targets)
         if not entries:
-            pyproject = find_pyproject(request.path, request.root)
-            if pyproject:
-                entries, problem = pyproject_targets(pyproject)
-                if problem:
-                    diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
+            with recorder.paused():  # exportlens's reading, not the model's: in the first key
+                pyproject = find_pyproject(request.path, request.root)
+                entries, problem = pyproject_targets(pyproject) if pyproject else ([], None)
+            if problem:
+                diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
         candidates = discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
         emit(TargetsFound(tuple(c.decl for c in candidates)))
         for candidate in candidates:
@@ -58,13 +69,17 @@ def run_job(request: ExportRequest, emit: Emit) -> FileResult:
             diagnostics.extend(found)
     else:
         emit(TargetsFound(()))
+    # After the exports: building and exporting a target may import and read more.
+    inputs, written = recorder.result(request.path, record_imports(loaded) if loaded.root else {})
     return FileResult(
         path=request.path,
         diagnostics=tuple(complete_range(d, loaded.index) for d in diagnostics),
         targets=tuple(results),
-        local_imports=tuple(loaded.local_imports),
-        local_import_hashes=tuple(loaded.local_import_hashes),
+        local_imports=tuple(inputs),
+        local_import_hashes=tuple(inputs.values()),
         elapsed_ms=(time.perf_counter() - started) * 1000,
+        written=tuple(written),
+        written_hashes=tuple(written.values()),
     ).sorted()
 
 

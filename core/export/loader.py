@@ -1,8 +1,14 @@
 """Running a model file the way Python would import it, inside the job process.
 
 ``syntax-error`` when it does not compile (encoding errors included), ``import-error``
-at the deepest frame of the file when running it raises (``SystemExit`` included).
-Records the local modules it imports so editing one of them invalidates the result.
+at the deepest frame of the file when running it raises (``SystemExit`` included), or
+when the file cannot be read at all.
+
+Records every local module the run *tried* to import, with its state: the bytes it
+compiled (also when running it raised: a failed module leaves ``sys.modules``, but
+not this record), or "absent" for each place the import looked and found nothing
+(``helpers.py`` before it exists, ``pkg/__init__.py`` of a namespace folder). So
+fixing a helper, or creating a missing one, invalidates the result.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import os
+import stat
 import sys
 import traceback
 import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from exportlens.core.cache.keys import file_state
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file
@@ -32,6 +40,8 @@ class Loaded:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     local_imports: list[str] = field(default_factory=list)
     local_import_hashes: list[str] = field(default_factory=list)
+    root: str | None = None  # the local modules' root
+    modules_before: set[str] = field(default_factory=set)  # sys.modules before the file ran
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -71,12 +81,27 @@ def _decode_error_line(data: bytes) -> int:
     return 1
 
 
+def _read(path: str) -> bytes:
+    """The file's bytes; OSError for a file that is not a regular one (a FIFO would
+    block the read forever, and the job with it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read()
+
+
 def load(path: str, source: str | None, root: str | None) -> Loaded:
     path = os.path.abspath(path)
     data: bytes
     if source is None:
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            data = _read(path)
+        except OSError as e:
+            loaded = Loaded(path, SourceIndex.build("", path))
+            reason = e.strerror or str(e)
+            loaded.diagnostics.append(Diagnostic("import-error", f"cannot read the file: {reason}", 1))
+            return loaded
     else:
         data = source.encode("utf-8")
     try:
@@ -109,7 +134,8 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
     _compile_local_modules_from_source(root or search_root)
-    before = set(sys.modules)
+    _TRIED.clear()
+    loaded.root, loaded.modules_before = root or search_root, set(sys.modules)
     module = types.ModuleType(name)
     module.__file__ = path
     module.__package__ = name.rpartition(".")[0]
@@ -119,24 +145,30 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
         loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index))
-        _record_local_imports(loaded, before, root or search_root)
+        record_imports(loaded)
         return loaded
     loaded.module = module
-    _record_local_imports(loaded, before, root or search_root)
+    record_imports(loaded)
     return loaded
 
 
-def _record_local_imports(loaded: Loaded, before: set[str], root: str | None) -> None:
-    loaded.local_imports = _local_imports(before, loaded.path, root)
-    loaded.local_import_hashes = [_COMPILED.get(p) or _hash_file(p) for p in loaded.local_imports]
-
-
-def _hash_file(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return ""
+def record_imports(loaded: Loaded) -> dict[str, str]:
+    """Real path -> state of every local module the run imported or tried to import
+    so far (see the module's docstring); also kept in ``loaded.local_imports`` and
+    ``local_import_hashes``. The job calls it again after the exports, which may
+    import more."""
+    own = os.path.realpath(loaded.path)
+    imports: dict[str, str] = {}
+    for path in [*_TRIED, *_local_imports(loaded.modules_before, loaded.path, loaded.root)]:
+        if path == own or path in imports:
+            continue
+        state = _COMPILED.get(path) or file_state(path)
+        if state is not None:  # unreadable (a folder named like a module): never ran
+            imports[path] = state
+    ordered = sorted(imports)
+    loaded.local_imports = ordered
+    loaded.local_import_hashes = [imports[p] for p in ordered]
+    return {p: imports[p] for p in ordered}
 
 
 class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
@@ -156,6 +188,9 @@ class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
 
 # realpath -> sha256 of the bytes the fresh loader compiled (what really ran).
 _COMPILED: dict[str, str] = {}
+# Real paths where an import of this run looked for a local module, in order (an
+# ordered set): the file it found, and every candidate before it that was not there.
+_TRIED: dict[str, None] = {}
 
 
 class _LocalModuleFinder(importlib.abc.MetaPathFinder):
@@ -163,15 +198,45 @@ class _LocalModuleFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self, root: str) -> None:
         self.root = os.path.realpath(root) + os.sep
+        self._spellings = (self.root, os.path.abspath(root) + os.sep)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        self._record_candidates(fullname, sys.path if path is None else path, spec)
         if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader) or not spec.origin:
             return spec
         real = os.path.realpath(spec.origin)
         if real.startswith(self.root) and "site-packages" not in real and "dist-packages" not in real:
             spec.loader = _FreshSourceLoader(fullname, spec.origin)
         return spec
+
+
+    def _record_candidates(self, fullname: str, entries: Any, spec: importlib.machinery.ModuleSpec | None) -> None:
+        """Note in ``_TRIED`` the source files the path search looked for under the
+        root, in its order (``name/__init__.py``, then ``name.py``, per folder), up to
+        the one it found: creating any of them would change what the import finds."""
+        name = fullname.rpartition(".")[2]
+        origin = os.path.realpath(spec.origin) if spec is not None and spec.has_location and spec.origin else None
+        found_in = None
+        if origin is not None:
+            found_in = os.path.dirname(origin)
+            if spec is not None and spec.submodule_search_locations is not None:
+                found_in = os.path.dirname(found_in)  # a package: name/__init__.py
+        for entry in list(entries or ()):
+            if not isinstance(entry, str):
+                continue
+            directory = os.path.abspath(entry or os.curdir)
+            real = None
+            if (directory + os.sep).startswith(self._spellings):  # cheap: most entries are not local
+                real = os.path.realpath(directory)
+                if (real + os.sep).startswith(self.root) and "site-packages" not in real and "dist-packages" not in real:
+                    for candidate in (os.path.join(real, name, "__init__.py"), os.path.join(real, name + ".py")):
+                        _TRIED.setdefault(candidate)
+                        if candidate == origin:
+                            return
+            if found_in is not None and os.path.basename(directory) == os.path.basename(found_in):
+                if (real or os.path.realpath(directory)) == found_in:
+                    return  # found here (not as source): the folders after it are never searched
 
 
 def _compile_local_modules_from_source(root: str | None) -> None:

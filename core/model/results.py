@@ -110,16 +110,25 @@ class FileResult:
     path: str
     diagnostics: tuple[Diagnostic, ...] = ()
     targets: tuple[TargetResult, ...] = ()
-    # Local modules (absolute paths) the file imported while it ran: editing one of
-    # them invalidates this result.
+    # What the run depended on (absolute real paths under the project root): the local
+    # modules it imported or tried to import -- found, raising, or not there at all --
+    # and the project files it read. Changing, creating or deleting one invalidates
+    # this result. (The name predates the files read.)
     local_imports: tuple[str, ...] = ()
     # The tail of what the model printed, kept for crash reports.
     output_tail: str = ""
     elapsed_ms: float = 0.0
-    # sha256 (hex) of each local import's bytes as the run read them, parallel to
-    # ``local_imports``: the cache keys the result by what actually ran, not by what
-    # is on disk by the time it stores it.
+    # The state of each of ``local_imports`` as the run saw it, parallel to it: the
+    # sha256 (hex) of the bytes it read, or "absent" (a module looked for and not
+    # found). The cache keys the result by what actually ran, not by what is on disk
+    # by the time it stores it.
     local_import_hashes: tuple[str, ...] = ()
+    # Project files the run wrote, renamed, removed or touched, and the state it left
+    # each in (as above), parallel: not inputs, and the server ignores a change to
+    # one while it still holds what the run left (else a model that writes a module
+    # next to itself would be exported again, forever).
+    written: tuple[str, ...] = ()
+    written_hashes: tuple[str, ...] = ()
 
     @property
     def has_errors(self) -> bool:

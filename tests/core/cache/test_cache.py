@@ -21,7 +21,7 @@ import msgpack
 import pytest
 
 from exportlens.core.cache import keys as cachekey
-from exportlens.core.cache.keys import CACHE_FORMAT
+from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.store import (
     HEADER,
     KIND_ENTRY,
@@ -165,6 +165,44 @@ def test_a_missing_dependency_is_a_miss(project: Project, cache: ResultCache) ->
     cache.store(project.request(), project.result())
     project.helpers.unlink()
     assert cache.lookup(project.request()) is None
+
+
+def test_a_missing_module_the_run_looked_for_is_keyed_as_absent(project: Project, cache: ResultCache) -> None:
+    """A negative dependency (ccache and bazel record them too): the run looked for
+    ``extra.py`` and found nothing; creating it must miss, removing it hit again."""
+    extra = project.root / "extra.py"
+    helpers_sha = hashlib.sha256(project.helpers.read_bytes()).hexdigest()
+    result = dataclasses.replace(project.result(), local_imports=(str(project.helpers), str(extra)), local_import_hashes=(helpers_sha, ABSENT))
+    cache.store(project.request(), result)
+    assert cache.lookup(project.request()) == result
+    extra.write_text("WIDTH = 6\n")
+    assert cache.lookup(project.request()) is None
+    extra.unlink()
+    assert cache.lookup(project.request()) == result
+
+
+def test_a_dependency_that_cannot_be_read_now_is_a_miss(project: Project, cache: ResultCache) -> None:
+    cache.store(project.request(), project.result())
+    project.helpers.unlink()
+    project.helpers.mkdir()  # a folder where the module was: no bytes to compare
+    assert cache.lookup(project.request()) is None
+
+
+@pytest.mark.adversarial
+def test_a_fifo_as_the_model_file_is_a_miss_not_a_hang(project: Project, tmp_path: Path) -> None:
+    fifo = project.root / "pipe.py"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom exportlens.core.cache.store import ResultCache\nfrom exportlens.core.isolation.messages import ExportRequest\n"
+        "cache = ResultCache(sys.argv[2])\nrequest = ExportRequest(id=0, path=sys.argv[1])\n"
+        "assert cache.lookup(request) is None\ncache.store(request, __import__('exportlens.core.model.results', fromlist=['x']).FileResult(sys.argv[1]))\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(fifo), str(tmp_path / "c")], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("reading a FIFO blocked the cache") from None
+    assert proc.returncode == 0, proc.stderr
+    assert "cannot write" not in proc.stderr  # an unreadable model is not the cache's failure
 
 
 def test_an_unreadable_model_file_is_a_miss(project: Project, cache: ResultCache) -> None:
