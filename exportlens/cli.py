@@ -122,7 +122,13 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
     if missing:
         return 2
     started = time.perf_counter()
-    batch = pipeline.run(files, jobs)  # no files: no workers, an empty batch
+    from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
+
+    try:
+        batch = pipeline.run(files, jobs)  # no files: no workers, an empty batch
+    except WorkerError as e:  # no worker process can start: nothing could be checked
+        print(f"exportlens: {e}", file=sys.stderr)
+        return 2
     results = batch.results
     elapsed = time.perf_counter() - started
     if fmt == "json":

@@ -91,13 +91,17 @@ class _Worker:
     """One worker process and the request it holds."""
 
     def __init__(self, log_file: IO[bytes] | int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            close_fds=True,
-        )
+        """Start the process; WorkerError when it cannot even be started."""
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                close_fds=True,
+            )
+        except OSError as e:  # not executable, gone, no process left to fork...
+            raise WorkerError(f"{sys.executable} cannot be run ({e.strerror or e})") from e
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.out = self.proc.stdout.fileno()
         self.inp = self.proc.stdin.fileno()
@@ -180,6 +184,7 @@ class WorkerPool:
         self._lock = threading.Lock()  # cancel() and submit() may come from other threads
         self._workers: list[_Worker] = []
         self._start_failures = 0
+        self._gave_up: str | None = None  # why no worker can be started, once the pool gave up
         self._cancelled: set[int] = set()
         self._on_event = on_event
         self._inbox: collections.deque[ExportRequest] = collections.deque()
@@ -189,7 +194,10 @@ class WorkerPool:
         os.set_blocking(self._wake_w, False)
         self.closed = False
         for _ in range(self.jobs):
-            self._workers.append(_Worker(self._log))
+            worker = self._start_worker()
+            if worker is None:
+                break
+            self._workers.append(worker)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -200,21 +208,28 @@ class WorkerPool:
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every worker finished warming up (raises WorkerError)."""
         end = time.monotonic() + timeout
-        while any(w.state is WorkerState.STARTING for w in self._workers):
-            if self._start_failures >= MAX_START_FAILURES:
-                raise WorkerError("workers fail to start; see the worker log")
+        while any(w.state is WorkerState.STARTING for w in self._workers) and self._gave_up is None:
             if time.monotonic() > end:
                 raise WorkerError(f"workers not ready after {timeout:g} s")
             self._poll(min(0.5, max(0.0, end - time.monotonic())), {})
+        self._raise_if_gave_up()
+
+    def _raise_if_gave_up(self) -> None:
+        if self._gave_up is not None:
+            raise WorkerError(f"the export workers cannot start: {self._gave_up}")
 
     def run(self, requests: Iterable[ExportRequest]) -> Iterator[FileResult]:
         """Run every request; yield each one's FileResult as it completes.
 
-        A request cancelled with ``cancel`` yields nothing.
+        A request cancelled with ``cancel`` yields nothing. Raises WorkerError when
+        the pool gave up on starting workers while requests were still waiting.
         """
         pending = collections.deque(self._limited(r) for r in requests)
         done: dict[int, FileResult] = {}
         while pending or any(w.request is not None for w in self._workers):
+            if pending:
+                # A batch that no worker can run is one error, not one result per file.
+                self._raise_if_gave_up()
             self._step(pending, done)
             for _, result in self._collect(done):
                 yield result
@@ -245,6 +260,11 @@ class WorkerPool:
                 while self._inbox:
                     pending.append(self._limited(self._inbox.popleft()))
             self._step(pending, done)
+            if self._gave_up is not None:
+                # The server stays up: each request gets its answer at once.
+                while pending:
+                    request = pending.popleft()
+                    done[request.id] = crash_result(request, f"workers fail to start: {self._gave_up}")
             yield from self._collect(done)
 
     def cancel(self, request_id: int) -> None:
@@ -307,10 +327,6 @@ class WorkerPool:
                         continue
                 self._dispatch(worker, request, done)
         self._poll(0.5, done)
-        if self._start_failures >= MAX_START_FAILURES:
-            while pending:
-                request = pending.popleft()
-                done[request.id] = crash_result(request, "workers fail to start; see the log")
 
     def _collect(self, done: dict[int, FileResult]) -> Iterator[tuple[int, FileResult]]:
         for request_id in list(done):
@@ -413,11 +429,29 @@ class WorkerPool:
         index = self._workers.index(worker)
         if request is not None:
             done[request.id] = crash_result(request, why)
-        if self.closed or self._start_failures >= MAX_START_FAILURES:
+        if not self.closed and self._start_failures >= MAX_START_FAILURES:
+            self._give_up(why)
+        replacement = None if self.closed or self._gave_up is not None else self._start_worker()
+        if replacement is None:
             worker.request = None
             worker.set_state(WorkerState.DEAD, why)
-            if not self.closed:
-                self._emit(PoolEvent("gave-up", detail=why))
             return
         self._emit(PoolEvent("restart", request_id=request.id if request else None, detail=why))
-        self._workers[index] = _Worker(self._log)
+        self._workers[index] = replacement
+
+    def _start_worker(self) -> _Worker | None:
+        """A new worker; None when its process cannot be started at all (the
+        interpreter is not executable, or gone). A retry would fail the same way,
+        so the pool gives up at once."""
+        try:
+            return _Worker(self._log)
+        except WorkerError as e:
+            self._give_up(str(e))
+            return None
+
+    def _give_up(self, why: str) -> None:
+        """No more workers: requests fail at once from now on; said once (``gave-up``)."""
+        if self._gave_up is None:
+            self._gave_up = why
+            log.info("workers cannot start: %s", why)
+            self._emit(PoolEvent("gave-up", detail=why))
