@@ -8,6 +8,11 @@ It lives in one place because two copies drifted: the server once ignored
 which starts a worker pool only when something missed. The server keeps its own
 asyncio bridge to the pool (``exportlens.server.workers``) and calls ``request`` on
 its event loop and ``lookup``/``store`` from its io thread.
+
+After a lookup or an export, ``compare`` checks the result against the project's
+signature snapshot (``exportlens.core.contract``): ``run`` does it for the CLI, the
+server calls it before it publishes. The comparison is never cached, since the
+snapshot changes independently of the model.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from exportlens.core.cache.store import ResultCache, default_cache_dir
+from exportlens.core.contract import check
+from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
+from exportlens.core.contract.snapshot import read as read_snapshot
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of
@@ -149,9 +157,40 @@ class Pipeline:
         except Exception as e:  # noqa: BLE001 - a cache must never break an export
             self._warn(f"exportlens: writing the cache failed ({type(e).__name__}: {e})")
 
-    def run(self, paths: list[str], jobs: int | None = None) -> Batch:
+    def compare(self, result: FileResult) -> FileResult:
+        """``result`` checked against its project's snapshot, when there is one:
+        ``signature-changed`` diagnostics added (see ``exportlens.core.contract.check``)."""
+        root = root_of(result.path)
+        path = snapshot_path(root)
+        try:
+            snapshot = read_snapshot(path)
+        except SnapshotError as e:
+            return check.with_diagnostics(result, [check.unreadable(path, str(e))])
+        if snapshot is None:
+            return result
+        return check.check_file(result, snapshot.files.get(file_key(root, result.path)))
+
+    def vanished(self, scopes: list[str], checked: list[str]) -> list[FileResult]:
+        """For ``check``: results for the snapshot entries under ``scopes`` (the PATHs
+        it was given) whose files were not ``checked`` -- deleted, or declaring
+        nothing any more -- so their targets are reported as removed."""
+        roots = {root_of(f) for f in checked} | {root_of(s if os.path.isfile(s) else os.path.join(s, "_")) for s in scopes}
+        done = set(checked)
+        out: list[FileResult] = []
+        for root in sorted(roots):
+            try:
+                snapshot = read_snapshot(snapshot_path(root))
+            except SnapshotError:
+                continue  # reported on each checked file of the project
+            if snapshot is not None:
+                out += [r for r in check.vanished(snapshot, root, scopes, done) if r.path not in done]
+                done |= {r.path for r in out}
+        return out
+
+    def run(self, paths: list[str], jobs: int | None = None, *, compare: bool = True) -> Batch:
         """Export every file, or take its result from the cache; workers (at most
-        ``jobs``, default one per core) start only when some file missed."""
+        ``jobs``, default one per core) start only when some file missed. With
+        ``compare``, each result is checked against its project's snapshot."""
         results: list[FileResult] = []
         misses: dict[str, ExportRequest] = {}
         for i, path in enumerate(dict.fromkeys(paths)):  # one request per path: results are matched by path
@@ -173,6 +212,8 @@ class Pipeline:
                     held = misses.get(result.path)
                     if held is not None:
                         self.store(held, result)
+        if compare:
+            results = [self.compare(r) for r in results]
         return Batch(sorted(results, key=lambda r: r.path), hits)
 
     def clear(self, paths: list[str]) -> int:

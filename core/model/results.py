@@ -36,6 +36,23 @@ CODES: dict[str, Severity] = {
     "worker-crash": "error",
     "out-of-memory": "error",
     "deep-nesting": "information",
+    # The highest of its severities: "information" when the change is compatible.
+    "signature-changed": "error",
+}
+# Where each code is explained: its section of docs/diagnostics.md (the editor's
+# code link, SARIF's helpUri).
+DOCS_URL = "https://github.com/exportlens/exportlens/blob/main/docs/diagnostics.md"
+
+
+def docs_anchor(code: str) -> str:
+    """``mutation/buffer`` -> ``…/diagnostics.md#mutation-buffer`` (one heading per code)."""
+    return f"{DOCS_URL}#{code.replace('/', '-')}"
+
+
+# Codes whose diagnostics carry their own severity (``Diagnostic.level``), each with
+# every severity it may have, highest first (the docs name them all).
+VARIABLE_SEVERITY: dict[str, tuple[Severity, ...]] = {
+    "signature-changed": ("error", "information"),
 }
 
 
@@ -59,9 +76,14 @@ class Diagnostic:
     end_column: int | None = None
     target: str | None = None
     related: tuple[Related, ...] = ()
+    # Set only for the codes of VARIABLE_SEVERITY (a compatible signature change is
+    # information, a breaking one an error); None: the code's severity in CODES.
+    level: Severity | None = None
 
     @property
     def severity(self) -> Severity:
+        if self.level is not None and self.code in VARIABLE_SEVERITY:
+            return self.level
         return CODES.get(self.code, "error")
 
     @classmethod
@@ -72,6 +94,7 @@ class Diagnostic:
         where: SourceLine | None,
         target: str | None = None,
         related: tuple[Related, ...] = (),
+        level: Severity | None = None,
     ) -> Diagnostic:
         where = where or SourceLine(1)
         return cls(
@@ -83,6 +106,7 @@ class Diagnostic:
             end_column=where.end_column,
             target=target,
             related=related,
+            level=level,
         )
 
 
@@ -151,10 +175,13 @@ class TargetDecl:
 
 __all__ = [
     "CODES",
+    "DOCS_URL",
+    "VARIABLE_SEVERITY",
     "Diagnostic",
     "FileResult",
     "Related",
     "TargetDecl",
     "TargetResult",
+    "docs_anchor",
     "field",
 ]

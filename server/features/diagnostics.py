@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.core.model.results import Diagnostic, Related
+from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCE = "exportlens"
-DOCS_URL = "https://github.com/exportlens/exportlens/blob/main/docs/diagnostics.md"
 SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
     "warning": types.DiagnosticSeverity.Warning,
@@ -39,11 +38,6 @@ SEVERITY = {
     "hint": types.DiagnosticSeverity.Hint,
 }
 PULL_WAIT_S = 600.0  # a pull waits for a running export at most this long
-
-
-def docs_anchor(code: str) -> str:
-    """``mutation/buffer`` -> ``…/diagnostics.md#mutation-buffer`` (one heading per code)."""
-    return f"{DOCS_URL}#{code.replace('/', '-')}"
 
 
 def lsp_range(
