@@ -1,4 +1,4 @@
-"""The ``exportlens`` command: ``check``, ``show``, ``cache`` and ``serve``. Torch-free:
+"""The ``exportlens`` command: ``check``, ``snapshot``, ``show``, ``cache`` and ``serve``. Torch-free:
 flags become ``exportlens.core.pipeline`` overrides, and the pipeline answers from the
 result cache or exports in worker processes, as it does for the language server."""
 
@@ -11,26 +11,32 @@ import os
 import sys
 import time
 
+from exportlens import __version__
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.pipeline import Overrides, Pipeline
-from exportlens.core.project.files import walk
+from exportlens.core.project.files import root_of, walk
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from exportlens.formats import github, sarif
 from exportlens.report import format_text, summary, to_json
+
+FORMATS = ("text", "json", "sarif", "github")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,show,serve,cache}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,cache}")
 
-    check = sub.add_parser("check", help="export every target under PATH and print diagnostics")
-    check.add_argument("paths", nargs="+", metavar="PATH")
-    check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS", help=f"per-target limit (default: pyproject's [tool.exportlens] timeout, else {DEFAULT_TIMEOUT_S:.0f})")
-    check.add_argument("--memory-mb", type=_positive_int, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
-    check.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
-    check.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
+    check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics")
+    check.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
+    check.add_argument("--format", choices=FORMATS, default="text", help="text for people, json for tools, sarif for code scanning, github for pull-request annotations")
+    _export_options(check)
     check.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
     _cache_options(check)
+
+    snapshot = sub.add_parser("snapshot", help="record every target's signature in exportlens.snapshot.json at the project root")
+    snapshot.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
+    _export_options(snapshot)
+    _cache_options(snapshot)
 
     show = sub.add_parser("show", help="print the signature of every target in FILE")
     show.add_argument("file", metavar="FILE")
@@ -46,6 +52,22 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the language server on stdio")
     serve.add_argument("--tcp", metavar="HOST:PORT", default=None)
     return parser
+
+
+_PATHS_HELP = "files and folders to check (default: the project of the current folder: the nearest pyproject.toml or .git)"
+
+
+def _export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS", help=f"per-target limit (default: pyproject's [tool.exportlens] timeout, else {DEFAULT_TIMEOUT_S:.0f})")
+    parser.add_argument("--memory-mb", type=_positive_int, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
+    parser.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
+    parser.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
+
+
+def project_folder(cwd: str | None = None) -> str:
+    """What ``check`` and ``snapshot`` take without a PATH: the folder of the nearest
+    pyproject.toml or .git at or above the current folder, else the current folder."""
+    return root_of(os.path.join(cwd or os.getcwd(), "_"))
 
 
 _CACHE_DIR_HELP = "the result cache's folder (default: $EXPORTLENS_CACHE_DIR, else pyproject's [tool.exportlens] cache_dir, else the user cache folder)"
@@ -76,11 +98,14 @@ def run(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else 2
-    if args.command in ("check", "show", "cache"):
+    if args.command in ("check", "snapshot", "show", "cache"):
         _log_to_stderr()  # the server sets up its own logging
-    if args.command == "check":
+    if args.command in ("check", "snapshot"):
         overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir)
-        return _check(args.paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures)
+        paths = args.paths or [project_folder()]
+        if args.command == "snapshot":
+            return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures)
     if args.command == "show":
         if not os.path.isfile(args.file):
             print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
@@ -125,14 +150,27 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
     from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
 
     try:
+        if fmt == "snapshot":
+            from exportlens.snapshot_command import record
+
+            return record(paths, files, pipeline, jobs)
         batch = pipeline.run(files, jobs)  # no files: no workers, an empty batch
     except WorkerError as e:  # no worker process can start: nothing could be checked
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
     results = batch.results
+    if fmt != "show":
+        # The snapshot's entries for files under the PATHs that are gone: removed targets.
+        results = sorted(results + pipeline.vanished(paths, files), key=lambda r: r.path)
     elapsed = time.perf_counter() - started
     if fmt == "json":
         sys.stdout.write(json.dumps(to_json(results), indent=2) + "\n")
+    elif fmt == "sarif":
+        sys.stdout.write(json.dumps(sarif.to_sarif(results, __version__), indent=2) + "\n")
+    elif fmt == "github":
+        for line in github.annotations(results):
+            print(line)
+        print(summary(results, elapsed, cached=batch.hits))
     else:
         text = format_text(results, signatures=signatures)
         if text:

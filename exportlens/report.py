@@ -47,6 +47,7 @@ def signature_json(sig: Signature) -> dict[str, Any]:
         "inputs": [spec_json(s) for s in sig.inputs],
         "outputs": [spec_json(s) for s in sig.outputs],
         "ranges": {k: [lo, hi] for k, (lo, hi) in sig.ranges.items()},
+        "dim_names": dict(sig.dim_names),
     }
 
 

@@ -1,0 +1,45 @@
+"""``check --format github``: GitHub Actions workflow commands, one per diagnostic.
+
+``::error file=F,line=L,col=C,endLine=..,endColumn=..,title=T::MESSAGE`` printed by
+a step becomes an annotation on that line of the pull request, with no action or
+upload in between. GitHub reads one command per line, so the message's newlines and
+the characters that delimit the command are percent-escaped as its runner expects
+(``%``, CR and LF in the message; also ``:`` and ``,`` in the properties).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from exportlens.core.model.results import Diagnostic, FileResult, Severity
+from exportlens.formats.columns import Columns
+from exportlens.report import display_path
+
+COMMAND: dict[Severity, str] = {"error": "error", "warning": "warning", "information": "notice", "hint": "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(path: str, d: Diagnostic, columns: Columns, cwd: str | None = None) -> str:
+    start = columns.char_column(path, d.line, d.column)
+    props = {"file": display_path(path, cwd), "line": str(d.line), "col": str(start)}
+    if d.end_line is not None and d.end_column is not None and (d.end_line, d.end_column) > (d.line, d.column):
+        props["endLine"] = str(d.end_line)
+        props["endColumn"] = str(columns.char_column(path, d.end_line, d.end_column))
+    props["title"] = f"exportlens {d.code}" + (f" ({d.target})" if d.target else "")
+    message = d.message
+    for r in d.related:
+        message += f"\n{display_path(r.path, cwd)}:{r.line}: note: {r.message}"
+    head = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
+    return f"::{COMMAND.get(d.severity, 'error')} {head}::{escape_data(message)}"
+
+
+def annotations(results: Iterable[FileResult], cwd: str | None = None) -> list[str]:
+    columns = Columns()
+    return [annotation(r.path, d, columns, cwd) for r in results for d in r.diagnostics]

@@ -1,0 +1,101 @@
+"""``check --format sarif``: one SARIF 2.1.0 log, for code scanning.
+
+One run; its tool ``exportlens`` has one rule per diagnostic code (``helpUri``: the
+code's section of docs/diagnostics.md), each result a diagnostic with its level,
+message, region and related locations. Paths are relative to the current folder
+under the ``%SRCROOT%`` base, so that a code-scanning upload run from the checkout's
+root maps them to the repository; files outside it are absolute ``file:`` URIs.
+The tests validate the output against the official schema.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import quote
+
+from exportlens.core.model.results import CODES, Diagnostic, FileResult, Related, Severity, docs_anchor
+from exportlens.formats.columns import Columns
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"
+INFORMATION_URI = "https://github.com/exportlens/exportlens"
+LEVEL: dict[Severity, str] = {"error": "error", "warning": "warning", "information": "note", "hint": "note"}
+
+
+def to_sarif(results: Iterable[FileResult], version: str, cwd: str | None = None) -> dict[str, Any]:
+    cwd = os.path.abspath(cwd or os.getcwd())
+    codes = sorted(CODES)
+    rule_index = {code: i for i, code in enumerate(codes)}
+    columns = Columns()
+    out: list[dict[str, Any]] = []
+    for result in results:
+        for d in result.diagnostics:
+            out.append(_result(result.path, d, rule_index, columns, cwd))
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "exportlens", "version": version, "informationUri": INFORMATION_URI, "rules": [_rule(code) for code in codes]}},
+                "originalUriBaseIds": {SRCROOT: {"uri": Path(cwd).as_uri().rstrip("/") + "/"}},
+                "columnKind": "unicodeCodePoints",
+                "results": out,
+            }
+        ],
+    }
+
+
+def _rule(code: str) -> dict[str, Any]:
+    return {
+        "id": code,
+        "shortDescription": {"text": code},
+        "helpUri": docs_anchor(code),
+        "help": {"text": f"See {docs_anchor(code)}"},
+        "defaultConfiguration": {"level": LEVEL[CODES[code]]},
+    }
+
+
+def _location(path: str, cwd: str) -> dict[str, Any]:
+    rel = os.path.relpath(path, cwd)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(Path(rel).as_posix()), "uriBaseId": SRCROOT}
+
+
+def _region(path: str, line: int, column: int, end_line: int | None, end_column: int | None, columns: Columns) -> dict[str, Any]:
+    """A region in characters; a point (no end, or an end before the start) covers one character."""
+    line = max(1, line)
+    start = columns.char_column(path, line, column)
+    if end_line is None or end_column is None or (end_line, end_column) <= (line, column):
+        end_line, end = line, start + 1
+    else:
+        end = columns.char_column(path, end_line, end_column)
+    if end_line == line and end <= start:
+        end = start + 1
+    return {"startLine": line, "startColumn": start, "endLine": end_line, "endColumn": end}
+
+
+def _result(path: str, d: Diagnostic, rule_index: dict[str, int], columns: Columns, cwd: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "ruleId": d.code,
+        "level": LEVEL.get(d.severity, "error"),
+        "message": {"text": d.message},
+        "locations": [{"physicalLocation": {"artifactLocation": _location(path, cwd), "region": _region(path, d.line, d.column, d.end_line, d.end_column, columns)}}],
+    }
+    if d.code in rule_index:  # a code from a newer worker has no rule: the id alone says it
+        out["ruleIndex"] = rule_index[d.code]
+    if d.related:
+        out["relatedLocations"] = [_related(i, r, columns, cwd) for i, r in enumerate(d.related)]
+    if d.target:
+        out["properties"] = {"target": d.target}
+    return out
+
+
+def _related(i: int, r: Related, columns: Columns, cwd: str) -> dict[str, Any]:
+    return {
+        "id": i,
+        "physicalLocation": {"artifactLocation": _location(r.path, cwd), "region": _region(r.path, r.line, r.column, None, None, columns)},
+        "message": {"text": r.message},
+    }
