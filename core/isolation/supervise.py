@@ -114,16 +114,19 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                     attempt.failure = "worker-crash"
                     attempt.detail = exit_text(status)
                 return
-            if time.monotonic() > deadline:
-                attempt.failure = "timeout"
-                dump_stack(pid)
-                return
             now = time.monotonic()
-            if now < next_poll:
-                continue
-            next_poll = now + MEMORY_POLL_S
-            if rss_kb(pid) > memory_kb:
-                attempt.failure = "out-of-memory"
+            out_of_time = now > deadline
+            # Memory first, and always once time is up: a job that hoards memory runs
+            # slowly (page faults, a loaded machine), so it may pass both limits between
+            # two looks; it is the memory that stopped it, however fast the machine.
+            if out_of_time or now >= next_poll:
+                next_poll = now + MEMORY_POLL_S
+                if rss_kb(pid) > memory_kb:
+                    attempt.failure = "out-of-memory"
+                    dump_stack(pid)
+                    return
+            if out_of_time:
+                attempt.failure = "timeout"
                 dump_stack(pid)
                 return
     finally:
