@@ -31,6 +31,7 @@ from exportlens.server import exports
 from exportlens.server.config import Settings, overrides
 from exportlens.server.features import commands, documents, hover
 from exportlens.server.features.progress import JobProgress
+from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.watch import Watcher
@@ -43,7 +44,8 @@ VERSION = "0.1.0"
 
 class ExportLensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("exportlens", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        # ExportLensProtocol: a request whose params pygls cannot read still gets an answer.
+        super().__init__("exportlens", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=ExportLensProtocol)
         self.settings = Settings()
         self.init_section: dict[str, Any] = {}
         self.user_section: dict[str, Any] = {}
