@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
-from exportlens.server import exports
+from exportlens.server import exports, framing
 from exportlens.server.config import Settings, overrides
 from exportlens.server.features import commands, documents, hover
 from exportlens.server.features.progress import JobProgress
@@ -261,7 +261,7 @@ def main(tcp: str | None = None) -> int:
         else:
             stdout = sys.stdout.buffer
             sys.stdout = sys.stderr  # a stray print must never corrupt the LSP stream
-            server.start_io(sys.stdin.buffer, stdout)
+            framing.run_stdio(server, sys.stdin.buffer, stdout)  # pygls' start_io, surviving bad frames
     finally:
         server.bridge.close_now()
         if server.watcher is not None:

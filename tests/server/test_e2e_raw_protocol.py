@@ -192,3 +192,60 @@ def test_a_request_after_shutdown_is_refused(server: RawServer) -> None:
     server.send(frame({"jsonrpc": "2.0", "method": "exit"}))
     assert server.proc.wait(timeout=ANSWER_S) == 0
 
+
+def status_frame(msg_id: int, root: Path) -> bytes:
+    return frame({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": {"command": "exportlens.status", "arguments": [(root / "m.py").as_uri()]}})
+
+
+def relabel(data: bytes, length: int) -> bytes:
+    """``data`` (one frame) with its Content-Length replaced by ``length``."""
+    body = data.split(b"\r\n\r\n", 1)[1]
+    return b"Content-Length: %d\r\n\r\n" % length + body
+
+
+def test_a_content_length_longer_than_its_body_does_not_leave_the_server_deaf(server: RawServer, tmp_path: Path) -> None:
+    # The long frame swallows the start of the next ones; all three are answered.
+    long = status_frame(1, tmp_path)
+    server.send(relabel(long, len(long.split(b"\r\n\r\n", 1)[1]) + 40) + status_frame(2, tmp_path) + status_frame(3, tmp_path))
+    for msg_id in (2, 3, 1):
+        assert server.response(msg_id)["result"]["state"] == "idle"
+    assert any("Content-Length" in line and "does not match" in line for line in server.stderr), server.stderr
+
+
+def test_a_content_length_longer_than_everything_sent_recovers_at_the_next_message(server: RawServer, tmp_path: Path) -> None:
+    # Nothing follows the long frame at first: it waits for its body, then the next
+    # message shows where it ended, and both are answered.
+    long = status_frame(1, tmp_path)
+    server.send(relabel(long, 10_000))
+    server.send(status_frame(2, tmp_path))
+    assert server.response(1)["result"]["state"] == "idle"
+    assert server.response(2)["result"]["state"] == "idle"
+
+
+def test_a_content_length_shorter_than_its_body_is_read_anyway(server: RawServer, tmp_path: Path) -> None:
+    short = status_frame(1, tmp_path)
+    server.send(relabel(short, len(short.split(b"\r\n\r\n", 1)[1]) - 25) + status_frame(2, tmp_path))
+    assert server.response(1)["result"]["state"] == "idle"
+    assert server.response(2)["result"]["state"] == "idle"
+
+
+GARBAGE = [
+    b"Garbage without a colon\r\n\r\n",
+    b"Content-Length: banana\r\n\r\n",
+    b"Content-Length: 99999999999\r\n\r\n",  # 93 GiB: never read, never allocated
+    b"Content-Length: -5\r\n\r\n",
+    b"\x00\xff\xfe binary noise \r\n",
+    b"Content-Length: 5\r\n\r\nhello",  # a body that is not JSON
+    b"Content-Length: 0\r\n\r\n",
+    b"Content-Length: 200000\r\n\r\n" + b"[" * 199_999 + b"]",  # nesting too deep to parse
+    b"\r\n\r\n\r\n",
+    b"Content-Length: 12\r\nContent-Length: 13\r\n\r\n",
+]
+
+
+@pytest.mark.parametrize("junk", GARBAGE, ids=range(len(GARBAGE)))
+def test_garbage_between_frames_is_skipped(server: RawServer, tmp_path: Path, junk: bytes) -> None:
+    server.send(junk + status_frame(1, tmp_path) + status_frame(2, tmp_path))
+    assert server.response(1)["result"]["state"] == "idle"
+    assert server.response(2)["result"]["state"] == "idle"
+    assert server.proc.poll() is None
