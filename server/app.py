@@ -34,7 +34,7 @@ from exportlens.server.features.progress import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
-from exportlens.server.watch import Watcher
+from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
 from exportlens.server.workers import ExportBridge, WorkerState
 
 log = logging.getLogger("exportlens.server")
@@ -181,21 +181,17 @@ class ExportLensServer(LanguageServer):
     # ---- file watching
 
     def files_changed(self, paths: set[str]) -> None:
-        """Files changed on disk: re-export the open models that depend on them."""
+        """Files changed on disk: re-export the open models that depend on them (a
+        module that failed or was missing is a dependency too), unless the change is
+        what an export itself wrote."""
         log.debug("files changed: %s", sorted(paths))
+        paths = paths - self_caused(paths, [s.result for s in self.documents.values() if s.result is not None])
         for uri, state in list(self.documents.items()):
             if not state.declares:
                 continue
-            own = os.path.realpath(state.path)
-            deps = {os.path.realpath(p) for p in (state.result.local_imports if state.result else ())}
-            deps.discard(own)  # the buffer, not the disk, is the truth for an open file
-            pyproject = find_pyproject(state.path)
-            hit = bool(deps & paths) or (pyproject is not None and os.path.realpath(pyproject) in paths)
-            if not hit and state.result is not None and any(d.code == "import-error" for d in state.result.diagnostics):
-                # A module it failed to import may just have appeared.
-                hit = any(p != own and p.endswith(".py") for p in paths)
-            if hit:
-                changed = ", ".join(sorted(os.path.basename(p) for p in paths))
+            stale = stale_by(state.result, state.path, find_pyproject(state.path), paths)
+            if stale:
+                changed = ", ".join(sorted(os.path.basename(p) for p in stale))
                 self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
                 self.scheduler.schedule(uri, delay=False)
 
@@ -203,15 +199,17 @@ class ExportLensServer(LanguageServer):
         if self.watcher is None:
             return
         directories: set[str] = set()
+        files: set[str] = set()
         for state in self.documents.values():
             directories.add(os.path.dirname(state.path))
             if state.result is not None:
-                directories.update(os.path.dirname(p) for p in state.result.local_imports)
+                directories |= dependency_folders(state.result)
+                files.update(state.result.local_imports)
             pyproject = find_pyproject(state.path)
             if pyproject:
                 directories.add(os.path.dirname(pyproject))
         try:
-            self.watcher.watch(directories)
+            self.watcher.watch(directories, files)
         except Exception as e:  # noqa: BLE001 - no watching is degraded, not broken
             self.log_once(f"exportlens: watching files failed ({type(e).__name__}: {e})")
 

@@ -1,16 +1,25 @@
 """Files changed outside the editor: git checkout, formatters, the helper modules a
-model imports.
+model imports, the files it reads.
 
 A watchdog observer watches, non-recursively, only the folders that matter: those
-of the open model files, of the local modules their last export imported, and of
-their pyproject.toml. (A recursive watch of a whole repository can exhaust the
-inotify watch limit; a handful of folders cannot.) Events arrive on watchdog's
-thread and are handed to the event loop, where bursts are coalesced: an editor's
-atomic save (write a temporary file, rename it over the original) or a checkout
-touching many files becomes one call with the set of changed paths.
+of the open model files, of the dependencies their last export recorded (local
+modules, found or looked for, and project files it read), and of their
+pyproject.toml. (A recursive watch of a whole repository can exhaust the inotify
+watch limit; a handful of folders cannot.) Only Python files, pyproject.toml and the
+named dependency files are reported, and a folder only when it holds a dependency
+(``pkg/`` appearing, with the ``pkg/__init__.py`` an import looked for). Events
+arrive on watchdog's thread and are handed to the event loop, where bursts are
+coalesced: an editor's atomic save (write a temporary file, rename it over the
+original) or a checkout touching many files becomes one call with the set of
+changed paths.
 
 If the native observer cannot start (inotify limits), the watcher switches to
 watchdog's PollingObserver and says so once.
+
+Which changes make a result stale is decided here too (``stale_by``), and which
+changes an export made itself (``self_caused``): a model that writes ``gen.py`` next
+to itself would otherwise be exported again for the change its own export made,
+forever.
 """
 
 from __future__ import annotations
@@ -18,11 +27,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
+
+from exportlens.core.cache.keys import file_state
+from exportlens.core.contract.snapshot import SNAPSHOT_NAME
+from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +45,80 @@ POLL_INTERVAL_S = 1.0
 
 def interesting(path: str) -> bool:
     name = os.path.basename(path)
-    return name.endswith(".py") or name == "pyproject.toml"
+    # The signature snapshot: what is shown for every model of the project depends on it.
+    return name.endswith(".py") or name in ("pyproject.toml", SNAPSHOT_NAME)
+
+
+def _folders_of(files: frozenset[str]) -> frozenset[str]:
+    """Every folder above each file (a dependency may be in a folder not created yet)."""
+    out: set[str] = set()
+    for f in files:
+        parent = os.path.dirname(f)
+        while parent not in out and parent != os.path.dirname(parent):
+            out.add(parent)
+            parent = os.path.dirname(parent)
+    return frozenset(out)
+
+
+def self_caused(paths: set[str], results: Iterable[FileResult]) -> set[str]:
+    """The changed paths that still hold what an export left in them: the export's
+    own doing, not a reason to export anything again."""
+    left: dict[str, set[str]] = {}
+    for result in results:
+        for path, state in zip(result.written, result.written_hashes, strict=False):
+            left.setdefault(path, set()).add(state)
+    return {p for p in paths if p in left and file_state(p) in left[p]}
+
+
+def stale_by(result: FileResult | None, path: str, pyproject: str | None, paths: set[str]) -> set[str]:
+    """The changed (real) ``paths`` that make ``result``, the last one of the open file
+    ``path``, stale: its pyproject.toml, a dependency, or a folder holding one (a
+    package folder created, renamed or removed). Never the file itself (its buffer,
+    not the disk, is the truth) nor what its own last export wrote (whatever the
+    bytes: the export writes them again each time, which must not loop)."""
+    own = os.path.realpath(path)
+    stale = {p for p in paths if pyproject is not None and p == os.path.realpath(pyproject)}
+    if result is not None:
+        deps = {os.path.realpath(p) for p in result.local_imports} - {own}
+        stale |= deps & paths
+        stale |= {p for p in paths if any(d.startswith(p + os.sep) for d in deps)}
+        stale -= set(result.written)
+    return stale - {own}
+
+
+def dependency_folders(result: FileResult) -> set[str]:
+    """The folder of each dependency, or its nearest existing ancestor (the import
+    looked for ``pkg/__init__.py`` and there is no ``pkg/`` yet)."""
+    out = set()
+    for dep in result.local_imports:
+        folder = os.path.dirname(dep)
+        while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+            folder = os.path.dirname(folder)
+        out.add(folder)
+    return out
 
 
 class _Handler(FileSystemEventHandler):
     def __init__(self, note: Callable[[set[str]], None]) -> None:
         self._note = note
+        # Replaced whole (never mutated) from the event loop, read on watchdog's thread.
+        self.files: frozenset[str] = frozenset()
+        self.folders: frozenset[str] = frozenset()
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory or event.event_type in ("opened", "closed_no_write"):
+        if event.event_type in ("opened", "closed_no_write"):
             return
         paths = {os.fsdecode(event.src_path)}
         dest = getattr(event, "dest_path", "")
         if dest:
             paths.add(os.fsdecode(dest))  # an atomic save: the original is the rename's target
-        found = {p for p in paths if interesting(p)}
+        if event.is_directory:
+            # Created, removed or renamed; not "modified", which only says that a
+            # file in it changed (reported on its own).
+            found = paths & self.folders if event.event_type in ("created", "deleted", "moved") else set()
+        else:
+            files = self.files
+            found = {p for p in paths if interesting(p) or p in files}
         if found:
             log.debug("file event %s %s", event.event_type, sorted(found))
             self._note(found)
@@ -73,8 +145,12 @@ class Watcher:
         self._handler = _Handler(self._from_thread)
         self.polling = False
 
-    def watch(self, directories: set[str]) -> None:
-        """Watch exactly these folders from now on (missing ones are skipped)."""
+    def watch(self, directories: set[str], files: set[str] | None = None) -> None:
+        """Watch exactly these folders from now on (missing ones are skipped), and
+        report changes to ``files`` (real paths) in them besides Python files."""
+        if files is not None:
+            self._handler.files = frozenset(files)
+            self._handler.folders = _folders_of(self._handler.files)
         wanted = {os.path.realpath(d) for d in directories if os.path.isdir(d)}
         if self._observer is None:
             if not wanted:

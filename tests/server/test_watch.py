@@ -1,17 +1,19 @@
-"""The file watcher: real watchdog events, coalescing, atomic saves, polling fallback."""
+"""The file watcher: real watchdog events, coalescing, atomic saves, polling fallback;
+which changes make a result stale, and which an export made itself."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from exportlens.server.watch import Watcher
-
-pytestmark = pytest.mark.asyncio
+from exportlens.core.cache.keys import ABSENT
+from exportlens.core.model.results import FileResult
+from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
 
 
 class Changes:
@@ -31,6 +33,7 @@ class Changes:
             await asyncio.wait_for(self.event.wait(), 30)
 
 
+@pytest.mark.asyncio
 async def test_a_burst_of_writes_is_one_batch(tmp_path: Path) -> None:
     changes = Changes()
     watcher = Watcher(asyncio.get_running_loop(), changes.add, changes.warnings.append, coalesce_s=0.3)
@@ -48,6 +51,7 @@ async def test_a_burst_of_writes_is_one_batch(tmp_path: Path) -> None:
         watcher.close()
 
 
+@pytest.mark.asyncio
 async def test_an_atomic_rename_save_reports_the_target(tmp_path: Path) -> None:
     changes = Changes()
     watcher = Watcher(asyncio.get_running_loop(), changes.add, changes.warnings.append)
@@ -63,6 +67,7 @@ async def test_an_atomic_rename_save_reports_the_target(tmp_path: Path) -> None:
         watcher.close()
 
 
+@pytest.mark.asyncio
 async def test_watched_folders_follow_the_request(tmp_path: Path) -> None:
     changes = Changes()
     watcher = Watcher(asyncio.get_running_loop(), changes.add, changes.warnings.append)
@@ -85,6 +90,7 @@ class FailingObserver:
         raise OSError(28, "inotify watch limit reached")
 
 
+@pytest.mark.asyncio
 async def test_falls_back_to_polling_and_says_so_once(tmp_path: Path) -> None:
     changes = Changes()
     factory: Any = FailingObserver
@@ -99,3 +105,79 @@ async def test_falls_back_to_polling_and_says_so_once(tmp_path: Path) -> None:
         await changes.until(helper)  # the polling observer sees it
     finally:
         watcher.close()
+
+
+@pytest.mark.asyncio
+async def test_a_dependency_that_is_not_python_is_reported(tmp_path: Path) -> None:
+    changes = Changes()
+    watcher = Watcher(asyncio.get_running_loop(), changes.add, changes.warnings.append)
+    config, notes = tmp_path / "config.json", tmp_path / "notes.txt"
+    try:
+        watcher.watch({str(tmp_path)}, {os.path.realpath(config)})
+        notes.write_text("not a dependency")
+        config.write_text('{"width": 4}')
+        await changes.until(config)
+        reported = set().union(*changes.batches)
+        assert os.path.realpath(notes) not in reported
+        assert os.path.realpath(tmp_path) not in reported  # its "modified" event: a file in it changed
+    finally:
+        watcher.close()
+
+
+@pytest.mark.asyncio
+async def test_a_folder_that_would_hold_a_dependency_is_reported_when_it_appears(tmp_path: Path) -> None:
+    """The import looked for ``pkg/__init__.py`` and there was no ``pkg/`` to watch."""
+    changes = Changes()
+    watcher = Watcher(asyncio.get_running_loop(), changes.add, changes.warnings.append)
+    package = tmp_path / "pkg"
+    try:
+        watcher.watch({str(tmp_path)}, {os.path.realpath(package / "__init__.py")})
+        (tmp_path / "unrelated").mkdir()
+        package.mkdir()
+        await changes.until(package)
+        assert os.path.realpath(tmp_path / "unrelated") not in set().union(*changes.batches)
+    finally:
+        watcher.close()
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_what_makes_a_result_stale(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    model, helpers, config, missing_pkg = (os.path.join(root, n) for n in ("model.py", "helpers.py", "config.json", "pkg/__init__.py"))
+    gen, pyproject, other = (os.path.join(root, n) for n in ("gen.py", "pyproject.toml", "other.py"))
+    result = FileResult(
+        model,
+        local_imports=(helpers, config, missing_pkg, model),
+        local_import_hashes=(_sha("X = 1"), _sha("{}"), ABSENT, _sha("m")),
+        written=(gen,),
+        written_hashes=(_sha("VALUE = 1"),),
+    )
+    assert stale_by(result, model, pyproject, {helpers, other}) == {helpers}
+    assert stale_by(result, model, pyproject, {config}) == {config}  # a file it read, not Python
+    assert stale_by(result, model, pyproject, {os.path.join(root, "pkg")}) == {os.path.join(root, "pkg")}  # the folder of a missing module
+    assert stale_by(result, model, pyproject, {pyproject}) == {pyproject}
+    assert stale_by(result, model, pyproject, {model}) == set()  # its buffer is the truth
+    assert stale_by(result, model, pyproject, {gen}) == set()  # its own output, whatever it holds now
+    assert stale_by(result, model, None, {other}) == set()  # another module helps no one
+    assert stale_by(None, model, pyproject, {helpers, pyproject}) == {pyproject}  # no result yet
+
+
+def test_a_change_is_self_caused_while_the_file_holds_what_the_export_left(tmp_path: Path) -> None:
+    gen = tmp_path / "gen.py"
+    gen.write_text("VALUE = 1")
+    result = FileResult(str(tmp_path / "model.py"), written=(str(gen),), written_hashes=(_sha("VALUE = 1"),))
+    assert self_caused({str(gen), str(tmp_path / "other.py")}, [result]) == {str(gen)}
+    gen.write_text("VALUE = 2")  # someone else wrote it since
+    assert self_caused({str(gen)}, [result]) == set()
+    gen.unlink()
+    removed = FileResult(str(tmp_path / "model.py"), written=(str(gen),), written_hashes=(ABSENT,))
+    assert self_caused({str(gen)}, [removed]) == {str(gen)}
+
+
+def test_dependency_folders_are_the_nearest_that_exist(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    result = FileResult(str(tmp_path / "m.py"), local_imports=(str(tmp_path / "sub" / "a.py"), str(tmp_path / "pkg" / "deep" / "__init__.py")))
+    assert dependency_folders(result) == {str(tmp_path / "sub"), str(tmp_path)}
