@@ -8,7 +8,11 @@ warming up, per-target progress and worker restarts. The workers
 already turn a crash, hang or memory blow-up of the *model* into a diagnostic; the
 pool handles the worker itself failing: it dies, sends garbage, or goes silent for
 far longer than the limits allow. Then the worker is replaced and the request it
-held becomes a ``worker-crash`` result. Nothing here ever waits forever.
+held becomes a ``worker-crash`` result. When workers keep dying as they start, or
+cannot be started at all (the interpreter is not executable), the pool gives up:
+``run`` raises WorkerError, ``serve`` answers each request at once. Nothing here
+ever waits forever. One worker process (start, state, stop) is
+``exportlens.core.isolation.worker``.
 
 This module must not import torch (the CLI and the server use it).
 """
@@ -16,12 +20,10 @@ This module must not import torch (the CLI and the server use it).
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import os
 import selectors
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -29,34 +31,23 @@ from typing import IO, Callable, Iterable, Iterator, Literal
 
 from exportlens.core.isolation.messages import (
     Cancel,
-    Exit,
     Export,
     ExportRequest,
     Finished,
-    FrameDecoder,
     JobStarted,
     Limits,
     Message,
     MessageError,
     Progress,
-    ToWorker,
     WorkerReady,
-    write_frame,
 )
-from exportlens.core.model.results import Diagnostic, FileResult
+from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
+from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
 MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
-# How long a worker may take to exit once asked (it only kills its job and what that
-# started: milliseconds, unless the machine is swamped), then after a SIGTERM.
-CLOSE_GRACE_S = 10.0
-TERM_GRACE_S = 2.0
-
-
-class WorkerError(RuntimeError):
-    """Workers cannot be started (torch broken, interpreter missing...)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +57,8 @@ class PoolEvent:
     ``ready``: a worker finished warming up. ``begin``: request ``request_id`` starts
     exporting ``target`` (``index`` of ``total``, 1-based, when the worker knows).
     ``restart``: a worker failed (``detail`` says why) and is being replaced.
-    ``gave-up``: workers keep failing to start; requests now fail at once.
+    ``gave-up``: workers keep failing to start, or cannot be started at all
+    (``detail`` says why); requests now fail at once. Said once per pool.
     """
 
     kind: Literal["ready", "begin", "restart", "gave-up"]
@@ -75,93 +67,6 @@ class PoolEvent:
     index: int | None = None
     total: int | None = None
     detail: str = ""
-
-
-class WorkerState(enum.Enum):
-    """A worker process's life: it imports torch and warms up (STARTING), waits for a
-    request (IDLE), runs one (BUSY); DEAD once the pool gave up on replacing it."""
-
-    STARTING = "starting"
-    IDLE = "idle"
-    BUSY = "busy"
-    DEAD = "dead"
-
-
-class _Worker:
-    """One worker process and the request it holds."""
-
-    def __init__(self, log_file: IO[bytes] | int) -> None:
-        """Start the process; WorkerError when it cannot even be started."""
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                close_fds=True,
-            )
-        except OSError as e:  # not executable, gone, no process left to fork...
-            raise WorkerError(f"{sys.executable} cannot be run ({e.strerror or e})") from e
-        assert self.proc.stdout is not None and self.proc.stdin is not None
-        self.out = self.proc.stdout.fileno()
-        self.inp = self.proc.stdin.fileno()
-        os.set_blocking(self.out, False)
-        self.decoder = FrameDecoder()
-        self.state = WorkerState.STARTING
-        self.request: ExportRequest | None = None
-        self.job_pid: int | None = None  # the job process running ``request``
-        self.last_heard = time.monotonic()
-        self.started = self.last_heard
-
-    def set_state(self, state: WorkerState, why: str = "") -> None:
-        """The one place a worker's state changes, and the one log line it makes."""
-        if state is not self.state:
-            log.debug("worker %d: %s -> %s%s", self.proc.pid, self.state.value, state.value, f" ({why})" if why else "")
-            self.state = state
-
-    def send(self, message: ToWorker) -> None:
-        write_frame(self.inp, message)
-
-    def ask_to_exit(self) -> None:
-        """Send ``Exit``: the worker ends its job and whatever that started, then exits."""
-        try:
-            self.send(Exit())
-        except OSError:
-            pass
-
-    def kill(self, grace_s: float = 0.0) -> None:
-        """Stop the worker: wait ``grace_s`` for it to exit (after ``ask_to_exit``),
-        then SIGTERM, which it takes as ``Exit``; SIGKILL only for one that ignores
-        both -- a killed worker cannot kill what its job started (see ``reaper``)."""
-        for stop, wait_s in ((None, grace_s), (self.proc.terminate, TERM_GRACE_S)):
-            if self.proc.poll() is not None:
-                break
-            try:
-                if stop is not None:
-                    stop()
-                if wait_s:
-                    self.proc.wait(timeout=wait_s)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
-
-
-def crash_result(request: ExportRequest, why: str) -> FileResult:
-    message = f"the exportlens worker process failed ({why}); the file was not checked"
-    return FileResult(path=request.path, diagnostics=(Diagnostic("worker-crash", message, 1),))
 
 
 class WorkerPool:
@@ -182,7 +87,7 @@ class WorkerPool:
         self.limits = limits
         self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self._lock = threading.Lock()  # cancel() and submit() may come from other threads
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._start_failures = 0
         self._gave_up: str | None = None  # why no worker can be started, once the pool gave up
         self._cancelled: set[int] = set()
@@ -337,7 +242,7 @@ class WorkerPool:
                     continue
             yield request_id, result
 
-    def _dispatch(self, worker: _Worker, request: ExportRequest, done: dict[int, FileResult]) -> None:
+    def _dispatch(self, worker: WorkerProcess, request: ExportRequest, done: dict[int, FileResult]) -> None:
         worker.request, worker.last_heard = request, time.monotonic()
         worker.set_state(WorkerState.BUSY, f"request {request.id}")
         try:
@@ -346,7 +251,7 @@ class WorkerPool:
         except OSError:
             self._replace(worker, "it stopped reading its input", done)
 
-    def _silence_limit(self, worker: _Worker) -> float:
+    def _silence_limit(self, worker: WorkerProcess) -> float:
         # The worker kills a job within timeout_s of its last event and reports
         # progress on every target, so silence well past that means it is stuck.
         limits = worker.request.limits if worker.request else (self.limits or Limits())
@@ -380,7 +285,7 @@ class WorkerPool:
         except (BlockingIOError, OSError):
             pass
 
-    def _read(self, worker: _Worker, done: dict[int, FileResult]) -> None:
+    def _read(self, worker: WorkerProcess, done: dict[int, FileResult]) -> None:
         try:
             chunk = os.read(worker.out, 1 << 16)
         except BlockingIOError:
@@ -398,7 +303,7 @@ class WorkerPool:
         except MessageError as e:
             self._replace(worker, f"it sent a bad message: {e}", done)
 
-    def _handle(self, worker: _Worker, message: Message, done: dict[int, FileResult]) -> None:
+    def _handle(self, worker: WorkerProcess, message: Message, done: dict[int, FileResult]) -> None:
         if isinstance(message, WorkerReady):
             worker.set_state(WorkerState.BUSY if worker.request else WorkerState.IDLE, "warmed up")
             self._start_failures = 0
@@ -419,7 +324,7 @@ class WorkerPool:
         else:
             raise MessageError(f"{type(message).__name__} is not a message a worker sends")
 
-    def _replace(self, worker: _Worker, why: str, done: dict[int, FileResult]) -> None:
+    def _replace(self, worker: WorkerProcess, why: str, done: dict[int, FileResult]) -> None:
         """Kill a failed worker, fail its request, start a new one in its place."""
         request = worker.request
         log.info("worker %d failed: %s", worker.proc.pid, why)
@@ -439,12 +344,12 @@ class WorkerPool:
         self._emit(PoolEvent("restart", request_id=request.id if request else None, detail=why))
         self._workers[index] = replacement
 
-    def _start_worker(self) -> _Worker | None:
+    def _start_worker(self) -> WorkerProcess | None:
         """A new worker; None when its process cannot be started at all (the
         interpreter is not executable, or gone). A retry would fail the same way,
         so the pool gives up at once."""
         try:
-            return _Worker(self._log)
+            return WorkerProcess(self._log)
         except WorkerError as e:
             self._give_up(str(e))
             return None
