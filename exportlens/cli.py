@@ -14,7 +14,7 @@ import time
 from exportlens import __version__
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.pipeline import Overrides, Pipeline
-from exportlens.core.project.files import root_of, walk
+from exportlens.core.project.files import root_of, survey
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from exportlens.formats import github, sarif
 from exportlens.report import format_text, summary, to_json
@@ -141,10 +141,10 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
 
 
 def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool) -> int:
-    files, missing = walk(paths)
-    for p in missing:
-        print(f"exportlens: {p}: no such file or directory", file=sys.stderr)
-    if missing:
+    found = survey(paths)
+    for p, why in found.refused:
+        print(f"exportlens: {p}: {why}", file=sys.stderr)
+    if found.refused:
         return 2
     started = time.perf_counter()
     from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
@@ -153,15 +153,16 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         if fmt == "snapshot":
             from exportlens.snapshot_command import record
 
-            return record(paths, files, pipeline, jobs)
-        batch = pipeline.run(files, jobs)  # no files: no workers, an empty batch
+            return record(paths, found.files, pipeline, jobs)
+        batch = pipeline.run(found.files, jobs)  # no files: no workers, an empty batch
     except WorkerError as e:  # no worker process can start: nothing could be checked
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
     results = batch.results
     if fmt != "show":
-        # The snapshot's entries for files under the PATHs that are gone: removed targets.
-        results = sorted(results + pipeline.vanished(paths, files), key=lambda r: r.path)
+        # The snapshot's entries for files under the PATHs that are gone (removed
+        # targets), and the pyproject.toml files whose targets name no file.
+        results = sorted(results + pipeline.vanished(paths, found.files) + found.declarations, key=lambda r: r.path)
     elapsed = time.perf_counter() - started
     if fmt == "json":
         sys.stdout.write(json.dumps(to_json(results), indent=2) + "\n")

@@ -4,15 +4,21 @@ Cheap, because the server asks on every open and change, and ``check`` asks for
 every ``.py`` file under the folders it is given. A file is a model file when its
 text mentions a declaration form (``example_args``, ``exportlens.target``/``@target``)
 or pyproject's ``[tool.exportlens] targets`` names it. Files named explicitly to
-``walk`` are always checked, so their syntax errors are reported.
+``survey`` are always checked, so their syntax errors are reported, and so is a
+file in a folder that cannot be read (the check then says it cannot read it, rather
+than skipping it silently). Only regular files are ever opened: a FIFO named
+``*.py`` would block the read forever.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+from dataclasses import dataclass, field
 
-from exportlens.core.project.settings import settings_for
+from exportlens.core.model.results import Diagnostic, FileResult
+from exportlens.core.project.settings import find_pyproject, settings_for, target_problems
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
 # A declaration form in a file's text; bytes for files on disk, str for editor buffers.
@@ -20,34 +26,90 @@ _DECLARES_TEXT = re.compile(r"\bexample_args\b|exportlens\.target|@target\b|from
 _DECLARES = re.compile(_DECLARES_TEXT.pattern.encode())
 
 
-def walk(paths: list[str]) -> tuple[list[str], list[str]]:
-    """``(files to check, paths that do not exist)``: files as given, and the model
-    files under folders (skipping virtual environments, caches and hidden folders)."""
-    files: list[str] = []
-    missing: list[str] = []
+@dataclass
+class Survey:
+    """What ``check PATHS`` has to do."""
+
+    files: list[str] = field(default_factory=list)  # to check, sorted, each once
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (path as given, why it cannot be checked)
+    # One result per pyproject.toml whose ``targets`` name files that are not there
+    # (or not the project's): ``target-error`` diagnostics at the entries' lines.
+    declarations: list[FileResult] = field(default_factory=list)
+
+
+def survey(paths: list[str]) -> Survey:
+    """The files to check: files as given, and the model files under folders (skipping
+    virtual environments, caches, hidden folders and anything that is not a regular
+    file); the given paths that cannot be checked; the pyproject.toml files that
+    apply, with their ``targets`` entries that name no file."""
+    out = Survey()
+    pyprojects: dict[str, None] = {}
     for p in paths:
-        if os.path.isfile(p):
-            files.append(os.path.abspath(p))
-        elif os.path.isdir(p):
-            for directory, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-                for name in sorted(names):
-                    if name.endswith(".py"):
-                        full = os.path.abspath(os.path.join(directory, name))
-                        if _declares(full):
-                            files.append(full)
+        try:
+            mode = os.stat(p).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            out.refused.append((p, "no such file or directory"))
+            continue
+        except OSError as e:
+            out.refused.append((p, e.strerror or str(e)))
+            continue
+        if stat.S_ISREG(mode):
+            out.files.append(os.path.abspath(p))
+            pyprojects.update(dict.fromkeys(filter(None, [find_pyproject(p)])))
+        elif stat.S_ISDIR(mode):
+            pyprojects.update(dict.fromkeys(filter(None, [find_pyproject(os.path.join(p, "_"))])))
+            out.files.extend(_model_files(p, pyprojects))
         else:
-            missing.append(p)
-    return sorted(dict.fromkeys(files)), missing
+            out.refused.append((p, f"not a regular file or a folder (a {_kind(mode)}); exportlens checks Python files"))
+    out.files = sorted(dict.fromkeys(out.files))
+    out.declarations = [r for r in map(_declaration_result, pyprojects) if r is not None]
+    return out
+
+
+def _model_files(folder: str, pyprojects: dict[str, None]) -> list[str]:
+    found = []
+    for directory, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        if "pyproject.toml" in names and os.path.isfile(os.path.join(directory, "pyproject.toml")):  # never a FIFO
+            pyprojects.setdefault(os.path.abspath(os.path.join(directory, "pyproject.toml")))
+        for name in sorted(names):
+            if name.endswith(".py"):
+                full = os.path.abspath(os.path.join(directory, name))
+                if _declares(full):
+                    found.append(full)
+    return found
 
 
 def _declares(path: str) -> bool:
+    """A file under a checked folder is checked: when it declares targets, and when it
+    cannot be read (the check reports that). Not a FIFO, a socket or a device, which
+    ``os.walk`` lists among files: opening one could block forever."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # gone since the folder was listed (or a dangling link)
     except OSError:
-        return False
+        return os.path.isfile(path)  # a regular file it cannot read: say so
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            data = f.read()
+        except OSError:
+            return True
     return declares_targets(path, data)
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISFIFO: "FIFO", stat.S_ISSOCK: "socket", stat.S_ISCHR: "character device", stat.S_ISBLK: "block device"}
+    return next((name for test, name in kinds.items() if test(mode)), "special file")
+
+
+def _declaration_result(pyproject: str) -> FileResult | None:
+    problems = target_problems(pyproject)
+    if not problems:
+        return None
+    return FileResult(path=pyproject, diagnostics=tuple(Diagnostic("target-error", p.message, p.line) for p in problems))
 
 
 def declares_targets(path: str, text: str | bytes) -> bool:

@@ -9,12 +9,16 @@ A setting that is missing or malformed reads as None ("not set here"): the calle
 override, else the default below, applies (``exportlens.core.pipeline``). Malformed
 values other than ``targets`` are ignored without a message, as they always were;
 an unreadable file, a section that is not a table or malformed ``targets`` become
-``problem``, which the job reports as a ``target-error`` diagnostic.
+``problem``, which the job reports as a ``target-error`` diagnostic. ``targets``
+entries that name no file of the project are ``target_problems``, with the line of
+each in pyproject.toml, which ``check`` reports there.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 import tomllib
 from collections import OrderedDict
@@ -142,3 +146,64 @@ def _targets(pyproject: str, base: str, raw: Any) -> tuple[tuple[str, ...], str 
         file_part, _, func = entry.rpartition(":")
         out.append(f"{os.path.normpath(os.path.join(base, file_part))}:{func}")
     return tuple(out), None
+
+
+@dataclass(frozen=True)
+class TargetProblem:
+    """A ``targets`` entry that names no file of the project, and where it is written."""
+
+    entry: str  # as written in pyproject.toml
+    line: int  # 1-based line of the entry in pyproject.toml
+    message: str
+
+
+def target_problems(pyproject: str) -> list[TargetProblem]:
+    """The ``[tool.exportlens] targets`` entries of one pyproject.toml that cannot be
+    checked: a file that does not exist, is not a regular file, or lies outside the
+    project (the pyproject's folder), where no check would ever look for it. Read
+    afresh each call (the files' existence is not the pyproject's content, so it is
+    not in the parse cache)."""
+    pyproject = os.path.abspath(pyproject)
+    try:
+        with open(pyproject, "rb") as f:
+            data = f.read()
+    except OSError:
+        return []  # reported as the settings' ``problem`` where they are used
+    section, problem = _section(pyproject, data)
+    raw = section.get("targets", [])
+    if problem is not None or not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
+        return []  # malformed: the settings' ``problem`` says so
+    base = os.path.dirname(pyproject)
+    real_base = os.path.realpath(base)
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    out = []
+    for entry in raw:
+        file_part = entry.rpartition(":")[0]
+        path = os.path.normpath(os.path.join(base, file_part))
+        if not (os.path.realpath(path) + os.sep).startswith(real_base + os.sep):
+            why = f"{file_part} is outside the project ({base}), where no check looks for targets"
+        elif not os.path.lexists(path):
+            why = f"{file_part} does not exist"
+        elif not os.path.isfile(path):
+            why = f"{file_part} is not a regular file"
+        else:
+            continue
+        out.append(TargetProblem(entry, _entry_line(lines, entry), f"[tool.exportlens] targets entry {entry!r}: {why}; the entry is ignored"))
+    return out
+
+
+_SECTION_HEADER = re.compile(r"^\s*\[\s*tool\s*\.\s*exportlens\s*\]")
+_TARGETS_KEY = re.compile(r"""^\s*(?:(?:tool\s*\.\s*)?exportlens\s*\.\s*)?["']?targets["']?\s*=""")
+
+
+def _entry_line(lines: list[str], entry: str) -> int:
+    """The line of ``entry``'s string in the ``targets`` array (TOML has no positions in
+    tomllib): the first line from the ``targets`` key on that holds it quoted, else
+    the key's line, else 1."""
+    start = next((i for i, text in enumerate(lines) if _SECTION_HEADER.match(text)), 0)
+    key = next((i for i in range(start, len(lines)) if _TARGETS_KEY.match(lines[i])), None)
+    quoted = (json.dumps(entry, ensure_ascii=False), f"'{entry}'")
+    for i in range(key if key is not None else 0, len(lines)):
+        if any(q in lines[i] for q in quoted):
+            return i + 1
+    return key + 1 if key is not None else 1

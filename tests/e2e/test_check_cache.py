@@ -175,6 +175,71 @@ def test_editing_a_local_helper_invalidates(tmp_path: Path) -> None:
     assert json.loads(hit.stdout)["files"][0]["targets"][0]["signature"]["outputs"][0]["shape"] == [2, 6]
 
 
+def _shape_and_codes(model: Path, cache: Path) -> tuple[list[int] | None, list[str]]:
+    """The first target's output shape (None when no target exported) and the codes."""
+    _, doc = check_json(str(model), extra=("--cache-dir", str(cache)))
+    (found,) = doc["files"]
+    codes = [d["code"] for d in found["diagnostics"]]
+    ok = [t for t in found["targets"] if t["status"] == "ok"]
+    return (list(ok[0]["signature"]["outputs"][0]["shape"]) if ok else None), codes
+
+
+def _small_project(folder: Path, model: str) -> Path:
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("[tool.exportlens]\ntimeout = 60\n")
+    (folder / "model.py").write_text(model)
+    return folder / "model.py"
+
+
+def test_fixing_a_helper_that_raised_invalidates(tmp_path: Path) -> None:
+    """The helper that raised left sys.modules, so it was never recorded: the cached
+    import-error outlived the fix, for check and for a restarted server alike."""
+    model = _small_project(tmp_path / "proj", "import torch\nfrom helpers import WIDTH\n\nmodel = torch.nn.Linear(8, WIDTH)\nexample_args = (torch.randn(2, 8),)\n")
+    helpers = model.parent / "helpers.py"
+    helpers.write_text("raise ValueError('not yet')\nWIDTH = 4\n")
+    cache = tmp_path / "cache"
+    assert _shape_and_codes(model, cache) == (None, ["import-error"])
+    helpers.write_text("WIDTH = 4\n")
+    assert _shape_and_codes(model, cache) == ([2, 4], [])
+
+
+def test_creating_a_module_the_import_looked_for_invalidates(tmp_path: Path) -> None:
+    """Negative dependencies: a module the import did not find (``extra.py``), and the
+    ``__init__.py`` of a namespace folder, change the result when they appear."""
+    model = _small_project(
+        tmp_path / "proj",
+        "import torch\nimport conf\n\ntry:\n    from extra import WIDTH\nexcept ImportError:\n    WIDTH = getattr(conf, 'WIDTH', 4)\n\n"
+        "model = torch.nn.Linear(8, WIDTH)\nexample_args = (torch.randn(2, 8),)\n",
+    )
+    (model.parent / "conf").mkdir()  # a namespace package until it has an __init__.py
+    (model.parent / "conf" / "notes.txt").write_text("no Python here yet")
+    cache = tmp_path / "cache"
+    assert _shape_and_codes(model, cache) == ([2, 4], [])
+    (model.parent / "conf" / "__init__.py").write_text("WIDTH = 5\n")
+    assert _shape_and_codes(model, cache) == ([2, 5], [])
+    (model.parent / "extra.py").write_text("WIDTH = 6\n")
+    assert _shape_and_codes(model, cache) == ([2, 6], [])
+
+
+def test_editing_a_file_the_model_reads_invalidates(tmp_path: Path) -> None:
+    model = _small_project(
+        tmp_path / "proj",
+        "import json\nfrom pathlib import Path\n\nimport torch\n\n"
+        "config = json.loads((Path(__file__).parent / 'config.json').read_text())\n"
+        "model = torch.nn.Linear(8, config['width'])\nexample_args = (torch.randn(2, 8),)\n",
+    )
+    config = model.parent / "config.json"
+    config.write_text('{"width": 4}')
+    cache = tmp_path / "cache"
+    assert _shape_and_codes(model, cache) == ([2, 4], [])
+    config.write_text('{"width": 7}')
+    assert _shape_and_codes(model, cache) == ([2, 7], [])
+    config.write_text('{"width": 4}')  # back to the first bytes: the first entry is a hit
+    hit = _run_without_export("check", "--format", "json", "--cache-dir", str(cache), str(model))
+    assert hit.returncode == 0, hit.stderr
+    assert json.loads(hit.stdout)["files"][0]["targets"][0]["signature"]["outputs"][0]["shape"] == [2, 4]
+
+
 def test_cache_clear_empties_the_folder(cache: Path) -> None:
     proc = run_cli("cache", "clear", "--cache-dir", str(cache))
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exportlens.core.project.settings import ProjectSettings, find_pyproject, pyproject_targets, read, settings_for
+from exportlens.core.project.settings import ProjectSettings, find_pyproject, pyproject_targets, read, settings_for, target_problems
 
 HOME = os.path.expanduser("~")
 
@@ -125,3 +125,29 @@ def test_a_removed_file_is_a_problem_not_an_old_answer(tmp_path: Path) -> None:
     pyproject.unlink()
     gone = read(str(pyproject))
     assert gone.timeout_s is None and (gone.problem or "").startswith(f"cannot read {pyproject}: ")
+
+
+@pytest.mark.parametrize(
+    "text, lines",
+    [
+        ('[tool.exportlens]\ntargets = ["gone.py:make", "m.py:make", "../up.py:make"]\n', [2, 2]),
+        ("[project]\nname = 'x'\n\n[tool.exportlens]\ntargets = [\n  'm.py:make',\n  'gone.py:make',\n  '../up.py:make',\n]\n", [7, 8]),
+        ('[tool]\nexportlens.targets = [\n  "gone.py:make",\n  "../up.py:make",\n]\n', [3, 4]),
+        ('tool = {exportlens = {targets = ["gone.py:make", "../up.py:make"]}}\n', [1, 1]),
+    ],
+)
+def test_target_problems_point_at_their_entry(tmp_path: Path, text: str, lines: list[int]) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "m.py").write_text("def make(): ...\n")
+    (tmp_path / "up.py").write_text("def make(): ...\n")
+    (project / "pyproject.toml").write_text(text)
+    problems = target_problems(str(project / "pyproject.toml"))
+    assert [(p.entry, p.line) for p in problems] == list(zip(["gone.py:make", "../up.py:make"], lines, strict=True))
+    assert "does not exist" in problems[0].message and "outside the project" in problems[1].message
+
+
+def test_malformed_targets_are_the_settings_problem_not_target_problems(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.exportlens]\ntargets = \"m.py:make\"\n")
+    assert target_problems(str(tmp_path / "pyproject.toml")) == []
+    assert read(str(tmp_path / "pyproject.toml")).problem is not None
