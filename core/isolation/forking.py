@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from exportlens.core.isolation.jobprocess import child_main, standby_main
+from exportlens.core.isolation.jobprocess import child_main, die_with, standby_main
 from exportlens.core.isolation.messages import Export, ExportRequest, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import kill_group
@@ -115,8 +115,10 @@ class Forker:
         dump_fd = os.memfd_create("exportlens-stack")
         sys.stdout.flush()
         sys.stderr.flush()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with(parent)
             # The worker's SIGTERM handler and signal wake-up pipe are not the job's.
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -39,8 +39,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
     exit_now = os._exit  # ours, before the model's code can replace it
     try:
         os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
-        try:  # die with the zygote, and be the OOM killer's first choice
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        try:  # be the OOM killer's first choice (``die_with`` made it die with the zygote)
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")
         except OSError:
@@ -90,10 +89,6 @@ def standby_main(
     delays an export.
     """
     try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
         prewarm()
     except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
         pass
@@ -110,6 +105,21 @@ def standby_main(
         os._exit(0)
     child_main(request, events_fd, output_fd, dump_fd, num_threads)
     os._exit(70)  # not reached: child_main exits
+
+
+def die_with(parent: int) -> None:
+    """Be killed when ``parent`` (the zygote) dies; called first thing after the fork.
+
+    The death signal is armed only from here on: a parent that died since the fork
+    (its children then belong to a subreaper or init) is caught by the ``getppid``
+    check instead. It is not inherited by the job's own children (see ``reaper``).
+    """
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def _dump_before_exit(dump_fd: int) -> None:
