@@ -115,10 +115,16 @@ class Pipeline:
         self.overrides = overrides or Overrides()
         self.caches = caches or CacheFolders()
         self._warn = warn or log.warning
+        self._reported: set[str] = set()  # each ignored setting is said once
 
     def request(self, path: str, *, id: int, source: str | None = None) -> ExportRequest:
         """The request to export ``path`` (its editor text, when ``source`` is given)."""
-        limits, strict = limits_for(settings_for(path), self.overrides)
+        project = settings_for(path)
+        for why in project.ignored:
+            if why not in self._reported:
+                self._reported.add(why)
+                self._warn(f"exportlens: {why}")
+        limits, strict = limits_for(project, self.overrides)
         return ExportRequest(id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict)
 
     def cache_dir(self, path: str) -> Path:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
+from typing import Any, Callable
 
 from exportlens import __version__
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of, survey
-from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MEMORY_RANGE_MB, TIMEOUT_RANGE_S
 from exportlens.formats import github, sarif
 from exportlens.report import format_text, summary, to_json
 
@@ -40,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="print the signature of every target in FILE")
     show.add_argument("file", metavar="FILE")
-    show.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS")
+    show.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS")
     _cache_options(show)
 
     cache = sub.add_parser("cache", help="the result cache: clear it, or print where it is")
@@ -58,9 +60,9 @@ _PATHS_HELP = "files and folders to check (default: the project of the current f
 
 
 def _export_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS", help=f"per-target limit (default: pyproject's [tool.exportlens] timeout, else {DEFAULT_TIMEOUT_S:.0f})")
-    parser.add_argument("--memory-mb", type=_positive_int, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
-    parser.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
+    parser.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS", help=f"per-target limit (default: pyproject's [tool.exportlens] timeout, else {DEFAULT_TIMEOUT_S:.0f})")
+    parser.add_argument("--memory-mb", type=_megabytes, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
+    parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
     parser.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
 
 
@@ -78,18 +80,29 @@ def _cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value
+MAX_JOBS = 256  # worker processes for --jobs; each holds torch (hundreds of MB)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
+def _number(what: str, low: float, high: float, integer: bool) -> Callable[[str], Any]:
+    """An argparse type: a number from ``low`` to ``high``. ``nan``, ``inf``, zero and
+    negatives are usage errors (exit 2): an infinite timeout let a hanging model run forever."""
+    shown = f"{low} to {high}" if integer else f"{low:g} to {high:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value: float = int(text) if integer else float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # false for nan
+            raise argparse.ArgumentTypeError(f"expected {what} from {shown}, got {text!r}")
+        return value
+
+    return parse
+
+
+_seconds = _number("a number of seconds", *TIMEOUT_RANGE_S, integer=False)
+_megabytes = _number("a whole number of MB", *MEMORY_RANGE_MB, integer=True)
+_jobs = _number("a whole number of processes", 1, MAX_JOBS, integer=True)
 
 
 def run(argv: list[str]) -> int:

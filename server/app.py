@@ -252,8 +252,8 @@ def main(tcp: str | None = None) -> int:
     try:
         if tcp:
             host, _, port = tcp.rpartition(":")
-            if not port.isdigit():
-                print(f"exportlens serve: --tcp expects HOST:PORT, got {tcp!r}", file=sys.stderr)
+            if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+                print(f"exportlens serve: --tcp expects HOST:PORT with a port from 1 to 65535, got {tcp!r}", file=sys.stderr)
                 return 2
             server.start_tcp(host or "127.0.0.1", int(port))
         else:

@@ -24,7 +24,13 @@ from typing import Any, Callable
 
 from exportlens.core.model.results import CODES
 from exportlens.core.pipeline import Overrides
-from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_STRICT, DEFAULT_TIMEOUT_S
+from exportlens.core.project.settings import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_STRICT,
+    DEFAULT_TIMEOUT_S,
+    MEMORY_RANGE_MB,
+    TIMEOUT_RANGE_S,
+)
 
 SECTION = "exportlens"
 
@@ -74,6 +80,9 @@ def overrides(settings: Settings) -> Overrides:
 
 
 def _number(minimum: float, maximum: float, integer: bool) -> Callable[[Any], Any]:
+    """A number from ``minimum`` to ``maximum``; the JSON a client sends may hold
+    ``NaN`` and ``Infinity`` (Python's reader takes them), which fail the range check."""
+
     def parse(value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"expected a number, got {value!r}")
@@ -104,8 +113,8 @@ def _folder(value: Any) -> str | None:
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "debounce_ms": _number(0, 60_000, integer=True),
-    "timeout_s": lambda v: float(_number(0.1, 86_400, integer=False)(v)),
-    "memory_mb": _number(64, 1 << 22, integer=True),
+    "timeout_s": lambda v: float(_number(*TIMEOUT_RANGE_S, integer=False)(v)),
+    "memory_mb": _number(*MEMORY_RANGE_MB, integer=True),
     "workers": _number(1, 64, integer=True),
     "cache": _bool,
     "cache_dir": _folder,

@@ -7,8 +7,11 @@ front end carries its own copy of a number.
 
 A setting that is missing or malformed reads as None ("not set here"): the caller's
 override, else the default below, applies (``exportlens.core.pipeline``). Malformed
-values other than ``targets`` are ignored without a message, as they always were;
-an unreadable file, a section that is not a table or malformed ``targets`` become
+values other than ``targets`` are ignored without a message, as they always were,
+except the limits: a ``timeout`` or ``memory_mb`` that is not a number in its range
+(TOML has ``nan`` and ``inf``) is ignored and said in ``ignored``, which the pipeline
+reports, since an infinite timeout would let a hanging model run forever. An
+unreadable file, a section that is not a table or malformed ``targets`` become
 ``problem``, which the job reports as a ``target-error`` diagnostic. ``targets``
 entries that name no file of the project are ``target_problems``, with the line of
 each in pyproject.toml, which ``check`` reports there.
@@ -28,6 +31,9 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 120.0  # seconds per target, wall clock
 DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
 DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
+# The range of each limit, for every front end (pyproject, CLI flags, editor settings).
+TIMEOUT_RANGE_S = (0.1, 86_400.0)  # a tenth of a second to a day
+MEMORY_RANGE_MB = (64, 1 << 22)  # 64 MiB to 4 TiB
 # The cache folder has no number to default to: unset, the cache's own default folder
 # applies (``exportlens.core.cache.store.default_cache_dir``).
 
@@ -45,6 +51,7 @@ class ProjectSettings:
     cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
     targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
     problem: str | None = None  # why the section, or its targets, were ignored
+    ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
 
 
 def find_pyproject(path: str, stop: str | None = None) -> str | None:
@@ -108,8 +115,8 @@ def read(pyproject: str) -> ProjectSettings:
 def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     section, problem = _section(pyproject, data)
     base = os.path.dirname(pyproject)
-    timeout = section.get("timeout")
-    memory = section.get("memory_mb")
+    timeout, bad_timeout = _limit(pyproject, section, "timeout", TIMEOUT_RANGE_S, integer=False)
+    memory, bad_memory = _limit(pyproject, section, "memory_mb", MEMORY_RANGE_MB, integer=True)
     strict = section.get("strict")
     cache_dir = section.get("cache_dir")
     targets: tuple[str, ...] = ()
@@ -117,13 +124,27 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
     return ProjectSettings(
         pyproject=pyproject,
-        timeout_s=float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None,
-        memory_mb=int(memory) if isinstance(memory, int) and memory > 0 else None,
+        timeout_s=None if timeout is None else float(timeout),
+        memory_mb=None if memory is None else int(memory),
         strict=strict if isinstance(strict, bool) else None,
         cache_dir=os.path.join(base, os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
         targets=targets,
         problem=problem,
+        ignored=tuple(why for why in (bad_timeout, bad_memory) if why),
     )
+
+
+def _limit(pyproject: str, section: dict[str, Any], key: str, bounds: tuple[float, float], *, integer: bool) -> tuple[float | None, str | None]:
+    """``(value, None)`` for a number within ``bounds`` (a whole one if ``integer``),
+    ``(None, why)`` for any other value (nan and inf fail the comparison), ``(None, None)`` unset."""
+    value = section.get(key)
+    if value is None:
+        return None, None
+    number = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+    if number and bounds[0] <= value <= bounds[1]:
+        return value, None
+    kind, low, high = ("a whole number", str(bounds[0]), str(bounds[1])) if integer else ("a number", f"{bounds[0]:g}", f"{bounds[1]:g}")
+    return None, f"{pyproject}: [tool.exportlens] {key} = {value!r} is not {kind} from {low} to {high}; it is ignored"
 
 
 def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None]:

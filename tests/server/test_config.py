@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from exportlens.core.pipeline import limits_for
 from exportlens.core.project.settings import ProjectSettings
 from exportlens.server.config import Settings, merge, overrides, parse, section_of
@@ -98,3 +102,27 @@ def test_null_diagnostics_means_the_default_without_complaint() -> None:
     settings, problems = parse({"diagnostics": None, "timeout": None, "cacheDir": None})
     assert problems == []
     assert settings == Settings()
+
+
+INF, NAN = float("inf"), float("nan")
+# (setting, a value a client can send: JSON's reader in Python takes NaN and Infinity)
+NOT_FINITE_OR_OUT_OF_RANGE = [
+    *[("timeout", v) for v in (NAN, INF, -INF, 0, -1, 0.0, 1e300, 10**400)],
+    *[("memoryMb", v) for v in (NAN, INF, -INF, 0, -64, 63, 1 << 23, 1.5, 10**400)],
+    *[("debounceMs", v) for v in (NAN, INF, -INF, -1, 60_001, 0.5)],
+    *[("workers", v) for v in (NAN, INF, -INF, 0, -1, 65, 1e300, 1.5)],
+]
+
+
+@pytest.mark.adversarial
+@pytest.mark.parametrize("key, value", NOT_FINITE_OR_OUT_OF_RANGE, ids=[f"{k}={v!r:.12}" for k, v in NOT_FINITE_OR_OUT_OF_RANGE])
+def test_a_number_that_is_not_finite_or_in_range_is_reported_once_and_the_default_used(key: str, value: float) -> None:
+    settings, problems = parse({key: value})
+    assert settings == Settings(), settings  # every field the default, nothing explicit
+    assert len(problems) == 1 and problems[0].startswith(f"exportlens.{key}: ") and "using the default" in problems[0], problems
+
+
+def test_nan_and_infinity_from_the_wire_are_refused() -> None:
+    section = json.loads('{"exportlens": {"timeout": NaN, "memoryMb": Infinity, "debounceMs": -Infinity, "workers": NaN}}')
+    settings, problems = parse(section_of(section))
+    assert settings == Settings() and len(problems) == 4, problems
