@@ -70,31 +70,45 @@ class Recorder:
             self._paused.on = False
 
     def on_event(self, kind: int, event: str, args: tuple[Any, ...]) -> None:
-        if getattr(self._paused, "on", False):
-            return
+        # Most events name files outside the project (torch reads its own sources
+        # hundreds of times an export): ``_project`` turns those away first.
         if event == "open":
-            mode, flags = args[1], args[2]
-            writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
-            self._note(args[0], _WRITE if writes else _READ)
-        elif event in ("os.rename", "os.link", "os.symlink"):
-            if event == "os.rename":
-                self._note(args[0], _WRITE)
-            self._note(args[1], _WRITE)
+            full = self._project(args[0])
+            if full is not None:
+                mode, flags = args[1], args[2]
+                writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+                self._note(full, _WRITE if writes else _READ)
+            return
+        if event in ("os.rename", "os.link", "os.symlink"):
+            targets = (args[0], args[1]) if event == "os.rename" else (args[1],)
+            kind = _WRITE
         else:
-            self._note(args[0], kind)
+            targets = (args[0],)
+        for path in targets:
+            full = self._project(path)
+            if full is not None:
+                self._note(full, kind)
 
-    def _note(self, path: Any, kind: int) -> None:
-        if isinstance(path, (bytes, str)):
+    def _project(self, path: Any) -> str | None:
+        """The absolute path, if it is in the project and not exportlens's own business."""
+        if isinstance(path, str):
+            name = path
+        elif isinstance(path, (bytes, os.PathLike)):
             name = os.fsdecode(path)
-        elif isinstance(path, os.PathLike):
-            name = os.fsdecode(os.fspath(path))
         else:
-            return  # a file descriptor: opened by path first, or not ours to know
+            return None  # a file descriptor: opened by path first, or not ours to know
+        if name.startswith(os.sep) and not name.startswith(self._under) and "/.." not in name:
+            return None  # the common case, without normalising
         full = os.path.abspath(name)
         if not full.startswith(self._under) or full.startswith(self._outside) or full == self._model:
-            return
+            return None
         if "__pycache__" in full or "site-packages" in full or "dist-packages" in full:
-            return
+            return None
+        if getattr(self._paused, "on", False):
+            return None
+        return full
+
+    def _note(self, full: str, kind: int) -> None:
         if kind == _WRITE:
             self.written.add(full)
         elif kind == _TOUCH:
