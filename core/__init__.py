@@ -8,7 +8,7 @@ Which subpackages import torch:
 - ``isolation``: the pool side (``pool``, ``messages``, ``pipes``) never; the zygote
   and the job process import torch once, in the worker process.
 - ``serde``: ``schema``, ``codec`` and the torch-free ``reader`` never; ``encode``,
-  ``decode``, ``weights`` and ``validate`` do.
+  ``decode``, ``rebuild``, ``expressions``, ``weights`` and ``validate`` do.
 - ``export``: runs in the job process and imports torch (``registry`` excepted: the
   decorator's record, which user code reaches through ``exportlens.target``).
 """

@@ -32,7 +32,9 @@ def dumps(ep: torch.export.ExportedProgram, *, weights: bool = False) -> bytes:
 def loads(data: bytes | bytearray | memoryview, *, weights: Any = None) -> torch.export.ExportedProgram:
     """The ``ExportedProgram`` back. ``weights`` (a dict name -> tensor, an
     ``ExportedProgram`` or an ``nn.Module``) supplies state the bytes lack; it wins
-    over weights stored in the bytes. Raises :class:`SchemaError` for bad bytes."""
+    over weights stored in the bytes. Raises :class:`SchemaError` for bad bytes, and
+    for bytes without weights that ``weights`` does not supply; nothing else for any
+    bytes (a ``weights`` of the wrong type is a ``TypeError``)."""
     from exportlens.core.serde.decode import from_bytes
 
     return from_bytes(data, weights=weights)

@@ -105,12 +105,21 @@ class StringTable:
         self.st = strings
 
     def s(self, sid: Any) -> str:
-        if type(sid) is not int:
-            raise SchemaError(f"expected a string id, got {type(sid).__name__}")
+        if type(sid) is not int or sid < 0:
+            raise SchemaError(f"expected a string id, got {sid!r:.40}")
         return self.st[sid]
 
     def opt(self, sid: Any) -> str | None:
         return None if sid is None else self.s(sid)
+
+
+_SHORT = 120
+
+
+def _short(text: str) -> str:
+    """A string as an argument's text shows it. Bounded: one long string referenced by
+    thousands of arguments (a few bytes each) would otherwise fill the memory."""
+    return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."
 
 
 class _Reader(StringTable):
@@ -150,20 +159,20 @@ class _Reader(StringTable):
             return repr(a)
         tag = a[0]
         if tag == S.A_NODE:
-            return names[a[1]]
+            return _short(names[a[1]])
         if tag == S.A_STR:
-            return repr(self.s(a[1]))
+            return repr(_short(self.s(a[1])))
         if tag in (S.A_LIST, S.A_TUPLE):
             inner = ", ".join(self.arg_text(x, names) for x in a[1:])
             return f"[{inner}]" if tag == S.A_LIST else f"({inner}{',' if len(a) == 2 else ''})"
         if tag == S.A_DTYPE:
-            return "torch." + self.s(a[1])
+            return "torch." + _short(self.s(a[1]))
         if tag in (S.A_DEVICE, S.A_LAYOUT, S.A_MEMORY_FORMAT, S.A_OP):
-            return self.s(a[1])
+            return _short(self.s(a[1]))
         if tag == S.A_COMPLEX:
             return repr(complex(a[1], a[2]))
         if tag == S.A_DICT:
-            return "{" + ", ".join(f"{self.s(k)!r}: {self.arg_text(x, names)}" for k, x in a[1:]) + "}"
+            return "{" + ", ".join(f"{_short(self.s(k))!r}: {self.arg_text(x, names)}" for k, x in a[1:]) + "}"
         raise SchemaError(f"unknown argument tag {tag!r}")
 
     def nodes(self, graph: Any, prefix: str, out: list[NodeModel], metas: dict[str, TensorMeta | None]) -> None:
@@ -267,5 +276,5 @@ def read_program(data: bytes | bytearray | memoryview) -> ProgramModel:
         )
     except SchemaError:
         raise
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError, RecursionError) as e:
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError, ArithmeticError, RecursionError) as e:
         raise SchemaError(f"inconsistent program: {type(e).__name__}: {e}") from None

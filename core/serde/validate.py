@@ -1,24 +1,29 @@
-"""What decoding may resolve or evaluate: operator names and symbolic expressions.
+"""What decoding may resolve or hand to code generation: operator names and names.
 
 Decoding is a trust boundary. Rebuilding a runnable program means turning operator
-names into callables (``getattr`` on ``torch.ops``) and expression text into sympy
-objects (``sympy.sympify``, an ``eval``). Both are validated here *before* that
+names into callables (``getattr`` on ``torch.ops``), and handing names to fx, which
+pastes them into the Python source it generates and runs (``def forward(self, x)``,
+``f(x, dim = -1)``, ``getattr(self, "0")``). Both are validated here *before* that
 happens: only ops that resolve to real torch operators or a short allow-list of
-builtins, and only arithmetic on symbols and numbers. Resolved ops are cached.
+builtins (resolved ops are cached), and only names that are identifiers or dotted
+paths of them. Symbolic expressions have their own grammar:
+:mod:`exportlens.core.serde.expressions`.
 """
 
 from __future__ import annotations
 
+import keyword
 import math
 import operator
 import re
+import unicodedata
 from typing import Any
 
 import torch
 
 from exportlens.core.serde.codec import SchemaError
 
-__all__ = ["check_target", "check_expr", "resolve_target"]
+__all__ = ["check_target", "check_name", "check_path", "resolve_target"]
 
 _OPS_RE = re.compile(r"torch\.ops\.[A-Za-z_]\w*\.[A-Za-z_]\w*(\.[A-Za-z_]\w*)?")
 _OPERATOR_OK = {
@@ -50,40 +55,37 @@ def check_target(target: str) -> None:
         raise SchemaError(f"operator {target!r} is not a torch op or an allowed callable")
 
 
-_EXPR_TOKEN = re.compile(r"\s*(?:(?P<str>'[\w.+-]{0,64}')|(?P<num>\d+(?:\.\d+)?(?:e[+-]?\d+)?)|(?P<name>[A-Za-z_]\w*)|(?P<op>\*\*|[-+*/%(),<>=!]=?|[&|~]))")
-_SYMBOL_RE = re.compile(r"[a-z]{1,4}\d+")
-_EXPR_NAMES = {
-    "Eq", "Ne", "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "Max", "Min", "Abs", "Mod", "floor",
-    "ceiling", "sqrt", "oo", "zoo", "nan", "int_oo", "True", "False", "Integer", "Rational",
-    "Float", "Piecewise", "Pow", "Mul", "Add", "Symbol", "I", "pi", "E",
-    "FloorDiv", "ModularIndexing", "Where", "PythonMod", "CleanDiv", "CeilToInt", "FloorToInt",
-    "CeilDiv", "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv",
-    "IsNonOverlappingAndDenseIndicator", "TruncToFloat", "TruncToInt", "RoundToInt",
-    "RoundDecimal", "ToFloat", "Identity", "StrictLessThan", "LessThan", "GreaterThan",
-    "StrictGreaterThan", "Equality", "Unequality", "BooleanTrue", "BooleanFalse", "true", "false",
-    "Infinity", "NegativeInfinity", "IntInfinity", "NegativeIntInfinity", "positive", "negative",
-    "integer", "real", "nonnegative", "nonpositive", "finite", "commutative", "precision", "zero",
-}  # fmt: skip
+def check_name(name: str, what: str) -> str:
+    """A name fx pastes into generated Python source as it is: a node or placeholder
+    name (``def forward(self, x)``), a keyword argument (``f(x, dim = -1)``), a forward
+    argument name. It must be an identifier and not a keyword; NFKC-normalized, so two
+    names cannot become one when Python reads the source."""
+    if not name.isidentifier() or keyword.iskeyword(name) or unicodedata.normalize("NFKC", name) != name:
+        raise SchemaError(f"{what} {name[:80]!r} is not a Python identifier")
+    return name
 
 
-def check_expr(expr: str) -> None:
-    """Only arithmetic on symbols and numbers may reach ``sympy.sympify`` (an ``eval``)."""
-    if len(expr) > 4096 or expr.count("**") > 2:
-        raise SchemaError(f"symbolic expression too large: {expr[:80]!r}")
-    pos, prev_pow = 0, False
-    while pos < len(expr):
-        m = _EXPR_TOKEN.match(expr, pos)
-        if m is None:
-            if expr[pos:].strip() == "":
-                break
-            raise SchemaError(f"symbolic expression {expr[:80]!r}: unexpected {expr[pos:pos + 10]!r}")
-        num, name = m.group("num"), m.group("name")
-        if num is not None and (len(num) > 40 or (prev_pow and float(num) > 64)):
-            raise SchemaError(f"symbolic expression {expr[:80]!r}: number {num[:20]!r} too large")
-        if name is not None and name not in _EXPR_NAMES and not _SYMBOL_RE.fullmatch(name):
-            raise SchemaError(f"symbolic expression {expr[:80]!r}: name {name!r} is not allowed")
-        prev_pow = m.group("op") == "**"
-        pos = m.end()
+_PATH_PART = re.compile(r"[\w@-]+")
+
+
+def check_path(path: str, what: str, *, root_ok: bool = False) -> str:
+    """A dotted attribute path (``layers.0.weight``, a call graph's ``encoder.layer@1``).
+
+    fx writes ``self.layers`` for a part that is an identifier and
+    ``getattr(self.layers, "0")`` for one that is not, inside double quotes: so a part
+    is an identifier that is not a keyword, or word characters, ``@`` and ``-`` only
+    (no quote, backslash or line break to leave the string with). ``root_ok``: the
+    empty path, the root module of a call graph or module stack.
+    """
+    if path == "" and root_ok:
+        return path
+    if len(path) > 1024:
+        raise SchemaError(f"{what} {path[:80]!r}... is too long")
+    for part in path.split("."):
+        ok = (not keyword.iskeyword(part) and unicodedata.normalize("NFKC", part) == part) if part.isidentifier() else _PATH_PART.fullmatch(part) is not None
+        if not ok:
+            raise SchemaError(f"{what} {path[:80]!r} is not a dotted path of identifiers")
+    return path
 
 
 _RESOLVED: dict[str, Any] = {}

@@ -116,5 +116,6 @@ def split_state(sig: gs.ExportGraphSignature, pool: dict[str, Any], module: Any)
             value = torch.nn.Parameter(value, requires_grad=value.requires_grad)
         dest[name] = value
     if missing:
-        raise ValueError(f"weights missing for {', '.join(missing)}: pass weights= (dict, ExportedProgram or module)")
+        # A SchemaError (a ValueError): the bytes alone do not make a whole program.
+        raise SchemaError(f"weights missing for {', '.join(missing)[:200]}: pass weights= (dict, ExportedProgram or module)")
     return state, consts
