@@ -78,6 +78,9 @@ def _call_graph(dec: GraphBuilder, entries: Any) -> list[ModuleCallEntry]:
             out.append(ModuleCallEntry(fqn=fqn, signature=None))
             continue
         ins, outs, in_spec, out_spec, names, *_ = sig
+        forward_args = [check_name(dec.s(n), "forward argument") for n in names] if names is not None else None
+        if forward_args is not None and len(set(forward_args)) != len(forward_args):
+            raise SchemaError(f"forward argument names repeat: {forward_args!r:.120}")  # ``def forward(self, x, x)``
         out.append(
             ModuleCallEntry(
                 fqn=fqn,
@@ -86,7 +89,7 @@ def _call_graph(dec: GraphBuilder, entries: Any) -> list[ModuleCallEntry]:
                     outputs=[dec.sig_arg(a) for a in outs],
                     in_spec=_in_spec(dec.s(in_spec)),
                     out_spec=_treespec(dec.s(out_spec)),
-                    forward_arg_names=[check_name(dec.s(n), "forward argument") for n in names] if names is not None else None,
+                    forward_arg_names=forward_args,
                 ),
             )
         )

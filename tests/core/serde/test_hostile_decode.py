@@ -94,6 +94,16 @@ def test_forward_argument_name_with_code_is_refused() -> None:
         P.loads(_edit("static", change))
 
 
+def test_repeated_forward_argument_names_are_refused() -> None:
+    # ``def forward(self, x, x)`` would not compile: ep.module() failed after loads.
+    def change(doc: dict[int, Any]) -> None:
+        names = doc[S.P_CALL_GRAPH][0][1][4]
+        names.append(names[0])
+
+    with pytest.raises(SchemaError, match="forward argument names repeat"):
+        P.loads(_edit("dynamic", change))
+
+
 # ---- finding 2: code that ran when the loaded program was called
 
 
