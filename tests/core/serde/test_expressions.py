@@ -54,6 +54,7 @@ REFUSED = [
 ]  # fmt: skip
 
 
+@pytest.mark.adversarial
 @pytest.mark.parametrize("text", REFUSED, ids=lambda t: t[:40])
 def test_code_and_runaway_expressions_are_refused(text: str) -> None:
     with pytest.raises(SchemaError, match="symbolic expression"):
