@@ -16,6 +16,8 @@ from exportlens.core.serde.reader import read_program
 
 from .documents import pack, program_doc
 
+pytestmark = pytest.mark.adversarial
+
 
 def _payload() -> bytes:
     return pack(program_doc())
