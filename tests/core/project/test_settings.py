@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from exportlens.core.project.settings import ProjectSettings, find_pyproject, pyproject_targets, read, settings_for, target_problems
+from exportlens.core.project.settings import (
+    ProjectSettings,
+    find_pyproject,
+    pyproject_targets,
+    read,
+    settings_for,
+    target_problems,
+)
 
 HOME = os.path.expanduser("~")
 
