@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from exportlens.core.cache.keys import file_state
 from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
@@ -87,6 +88,13 @@ class Batch:
 
     results: list[FileResult]  # one per file, sorted by path
     hits: int  # how many of them came from the cache
+
+
+def _depending_on(result: FileResult, path: str) -> FileResult:
+    if path in result.local_imports:
+        return result
+    state = file_state(path)
+    return replace(result, local_imports=(*result.local_imports, path), local_import_hashes=(*result.local_import_hashes, state if state is not None else ""))
 
 
 class CacheFolders:
@@ -165,9 +173,16 @@ class Pipeline:
 
     def compare(self, result: FileResult) -> FileResult:
         """``result`` checked against its project's snapshot, when there is one:
-        ``signature-changed`` diagnostics added (see ``exportlens.core.contract.check``)."""
+        ``signature-changed`` diagnostics added (see ``exportlens.core.contract.check``).
+
+        The snapshot file, there or not, becomes one of the result's dependencies
+        (``local_imports``): what is shown depends on it, so the server, which watches
+        an open file's dependencies, checks the file again when the snapshot is
+        written, edited or deleted. (Only shown results carry it: the cache stores the
+        result before it is compared.)"""
         root = root_of(result.path)
         path = snapshot_path(root)
+        result = _depending_on(result, os.path.realpath(path))
         try:
             snapshot = read_snapshot(path)
         except SnapshotError as e:

@@ -77,6 +77,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
         server.io.submit(pipeline.store, request, result)  # never raises; the export need not wait
     if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
         return  # a newer version (or a close) came in: this result is stale
+    result = pipeline.compare(result)  # against the snapshot as it is now; never cached
     state.result, state.from_cache, state.failure = result, from_cache, None
     state.result_lines, state.result_version = split_lines(text), version
     state.index = None

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -183,11 +184,10 @@ def write(path: str, snapshot: Snapshot) -> bool:
     False when the file already holds exactly these bytes (left untouched)."""
     data = dumps(snapshot)
     try:
-        with open(path, "rb") as f:
-            if f.read(MAX_BYTES + 1) == data:
-                return False
-    except OSError:
-        pass
+        if _read_bytes(path) == data:
+            return False
+    except SnapshotError:
+        pass  # replaced below
     write_atomic(path, data, prefix=".exportlens-snapshot-", durable=True)
     return True
 
@@ -289,6 +289,30 @@ def _spec(data: Any, where: str) -> SpecEntry:
     )
 
 
+def _read_bytes(path: str) -> bytes | None:
+    """The file's bytes, None when it does not exist. Opened without blocking and
+    refused unless regular: a FIFO by that name must not hang the server."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise SnapshotError(f"cannot be read ({e.strerror or e})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SnapshotError("is not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_BYTES and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise SnapshotError(f"cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
 # The parsed snapshots of recently read files, with the bytes they came from: the
 # server reads the file on every export, and parsing is what is worth saving.
 _PARSED: OrderedDict[str, tuple[bytes, Snapshot | SnapshotError]] = OrderedDict()
@@ -299,13 +323,9 @@ _lock = threading.Lock()  # the server reads from its event loop and its io thre
 def read(path: str) -> Snapshot | None:
     """The snapshot at ``path``; None when there is none. Raises ``SnapshotError``."""
     path = os.path.abspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
+    data = _read_bytes(path)
+    if data is None:
         return None
-    except OSError as e:
-        raise SnapshotError(f"cannot be read ({e.strerror or e})") from None
     with _lock:
         cached = _PARSED.get(path)
     if cached is None or cached[0] != data:

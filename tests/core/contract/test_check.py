@@ -3,6 +3,7 @@ removed targets, files that did not run, and the pipeline's ``compare``/``vanish
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -99,7 +100,12 @@ def test_pipeline_compares_only_when_the_project_has_a_snapshot(tmp_path: Path) 
     model = str(tmp_path / "pkg" / "m.py")
     r = result(model, Net=signature(width=6))
     pipeline = Pipeline()
-    assert pipeline.compare(r) is r
+    unchecked = pipeline.compare(r)
+    assert unchecked.diagnostics == () and unchecked.targets == r.targets
+    # The snapshot is a dependency of what is shown even before it exists: creating it
+    # makes the server check the open file again.
+    assert unchecked.local_imports == (os.path.realpath(tmp_path / SNAPSHOT_NAME),)
+    assert unchecked.local_import_hashes == ("absent",)
     write(str(tmp_path / SNAPSHOT_NAME), Snapshot({"pkg/m.py": RECORDED, "pkg/old.py": RECORDED}))
     assert [line for line, *_ in found(pipeline.compare(r))] == [WEIGHT_LINE, RETURN_LINE]
     [old] = pipeline.vanished([str(tmp_path)], [model])

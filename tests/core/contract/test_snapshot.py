@@ -4,6 +4,7 @@ same bytes for the same signatures, and hostile files refused with a clear messa
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,11 @@ def test_an_oversized_file_is_not_parsed(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_good_hand_written_entry_reads() -> None:
     got = loads(doc(**{"m.py": {"Net": {"inputs": [GOOD_SPEC], "outputs": [], "ranges": {"batch": [1, None]}}}}))
     assert got.files["m.py"]["Net"] == TargetEntry((SpecEntry("USER_INPUT", "tensor", None, "x", None, "float32", ("batch", 8), "cpu"),), (), {"batch": (1, None)})
+
+
+@pytest.mark.adversarial
+def test_a_fifo_named_like_the_snapshot_does_not_hang(tmp_path: Path) -> None:
+    path = tmp_path / snapshot.SNAPSHOT_NAME
+    os.mkfifo(path)
+    with pytest.raises(SnapshotError, match="not a regular file"):
+        snapshot.read(str(path))
