@@ -15,9 +15,8 @@ holds one JSON message (a client that counted characters instead of bytes) the
 message is taken anyway, otherwise the bytes are dropped; either way a warning
 names what happened on stderr, and the frames after it are read as usual.
 
-:func:`run_stdio` replaces pygls' ``start_io``: a daemon thread reads stdin (so a
-client that never closes it cannot hold up the exit), the event loop decodes and
-dispatches.
+:func:`run_stdio` replaces pygls' ``start_io``: :class:`StdinMessages` reads and
+decodes stdin in a daemon thread, the event loop dispatches each message.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import concurrent.futures
 import json
 import logging
 import os
+import queue
 import re
 import threading
 from typing import Any, BinaryIO, Callable, Iterator
@@ -60,6 +60,7 @@ class _Signal:
 
 MORE = _Signal("MORE")  # not a whole message yet: wait for more bytes
 DROPPED = _Signal("DROPPED")  # a frame was dropped: read on
+EOF = _Signal("EOF")  # the client closed stdin
 
 
 def content_length(block: bytes) -> int | None:
@@ -101,11 +102,13 @@ class FrameDecoder:
         self._buffer += data
 
     def messages(self) -> Iterator[Any]:
-        while True:
-            found = self._next()
-            if found is MORE:
-                return
+        """Every whole message received so far."""
+        while (found := self.next_message()) is not MORE:
             yield found
+
+    def next_message(self) -> Any:
+        """The next whole message, or MORE when it has not all arrived yet."""
+        return self._next()
 
     def _next(self) -> Any:
         buf = self._buffer
@@ -238,35 +241,56 @@ def _reader(stdin: BinaryIO) -> Callable[[int], bytes]:
     return lambda n: os.read(fd, n)
 
 
-async def _serve(server: LanguageServer, stdin: BinaryIO) -> None:
-    loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=16)  # the reader waits when the loop is behind
-    read_some = _reader(stdin)
+class StdinMessages:
+    """The decoded messages of stdin, one per :meth:`next`, read in a daemon thread.
 
-    def read() -> None:
+    One thread round trip per message, as pygls' reader makes (it awaits a thread
+    for each header line and body): the event loop runs what the previous message
+    started (a scheduled export's first steps) before the next message is handled,
+    and stdin is read only as fast as messages are handled. A daemon thread, so a
+    client that never closes stdin cannot hold up the exit.
+    """
+
+    def __init__(self, stdin: BinaryIO) -> None:
+        self._read = _reader(stdin)
+        self._decoder = FrameDecoder(lambda message: log.warning("LSP input: %s", message))
+        self._asks: queue.SimpleQueue[concurrent.futures.Future[Any]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve_asks, name="exportlens-stdin", daemon=True).start()
+
+    async def next(self) -> Any:
+        """The next message, or EOF once the client closed stdin."""
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._asks.put(answer)
+        return await asyncio.wrap_future(answer)
+
+    def _serve_asks(self) -> None:
         while True:
+            answer = self._asks.get()
             try:
-                data = read_some(CHUNK)
+                answer.set_result(self._next_message())
+            except BaseException as error:  # noqa: BLE001 - the loop side raises it
+                answer.set_exception(error)
+
+    def _next_message(self) -> Any:
+        while True:
+            found = self._decoder.next_message()
+            if found is not MORE:
+                return found
+            try:
+                data = self._read(CHUNK)
             except (OSError, ValueError):
                 data = b""
-            try:
-                asyncio.run_coroutine_threadsafe(chunks.put(data), loop).result()
-            except (RuntimeError, asyncio.CancelledError, concurrent.futures.CancelledError):
-                return  # the loop is gone: the server is exiting
             if not data:
-                return
+                if self._decoder.pending:
+                    log.warning("LSP input: the client closed stdin in the middle of a frame (%d bytes unread)", self._decoder.pending)
+                return EOF
+            self._decoder.feed(data)
 
-    threading.Thread(target=read, name="exportlens-stdin", daemon=True).start()
-    decoder = FrameDecoder(lambda message: log.warning("LSP input: %s", message))
-    while True:
-        data = await chunks.get()
-        if not data:
-            break
-        decoder.feed(data)
-        for value in decoder.messages():
-            dispatch(server, value)
-    if decoder.pending:
-        log.warning("LSP input: the client closed stdin in the middle of a frame (%d bytes unread)", decoder.pending)
+
+async def _serve(server: LanguageServer, stdin: BinaryIO) -> None:
+    messages = StdinMessages(stdin)
+    while (value := await messages.next()) is not EOF:
+        dispatch(server, value)
 
 
 def run_stdio(server: LanguageServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
