@@ -122,12 +122,9 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         detail = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         loaded.diagnostics.append(Diagnostic("syntax-error", f"the file is too deeply nested for Python to compile ({detail})", 1))
         return loaded
-    if loaded.index.incomplete:  # Python compiles it; only our index could not walk it all
-        message = (
-            f"this file nests too deeply for exportlens to index it ({loaded.index.incomplete}); "
-            "it is still exported, but some diagnostics cover whole lines and hovers show less"
-        )
-        loaded.diagnostics.append(Diagnostic("deep-nesting", message, 1))
+    # A file Python compiles but our index could not walk to the bottom (a generated
+    # expression of thousands of terms) keeps the partial index: it is exported as
+    # usual, and only lines inside the part left unwalked fall back to whole lines.
 
     name, search_root = module_name_for(path)
     for entry in (root, search_root):

@@ -35,7 +35,6 @@ CODES: dict[str, Severity] = {
     "timeout": "error",
     "worker-crash": "error",
     "out-of-memory": "error",
-    "deep-nesting": "information",
     # The highest of its severities: "information" when the change is compatible.
     "signature-changed": "error",
 }
