@@ -99,8 +99,8 @@ def _side(side: Side, old: tuple[SpecEntry, ...], new: tuple[SpecEntry, ...], ol
     common_new = [k for k in new_keys if k in old_at]
     if common_old != common_new:
         first = next(k for k, m in zip(common_new, common_old, strict=True) if k != m)
-        names = lambda keys: ", ".join(label(side, k) for k in keys)  # noqa: E731
-        changes.append(Change(side, new_at[first], True, f"{side}s reordered: ({names(common_old)}) -> ({names(common_new)})"))
+        before, after = (", ".join(label(side, k) for k in keys) for keys in (common_old, common_new))
+        changes.append(Change(side, new_at[first], True, f"{side}s reordered: ({before}) -> ({after})"))
     for k in common_new:
         change = _spec_change(side, k, old[old_at[k]], new[new_at[k]], old_ranges, new_ranges, new_at[k])
         if change is not None:
