@@ -116,7 +116,7 @@ class CacheFolders:
 
 class Pipeline:
     """Requests, cache choice, lookup and store for one set of overrides. ``warn``
-    hears each problem with the cache (it may be called from any thread); lookups
+    hears each problem with the cache or the settings, without a prefix (it may be called from any thread); lookups
     and stores never raise: a cache that fails is a miss, not a failed check."""
 
     def __init__(self, overrides: Overrides | None = None, *, warn: Callable[[str], None] | None = None, caches: CacheFolders | None = None) -> None:
@@ -131,7 +131,7 @@ class Pipeline:
         for why in project.ignored:
             if why not in self._reported:
                 self._reported.add(why)
-                self._warn(f"exportlens: {why}")
+                self._warn(why)
         limits, strict = limits_for(project, self.overrides)
         return ExportRequest(id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict)
 
@@ -146,7 +146,7 @@ class Pipeline:
         try:
             return self.caches.get(self.cache_dir(path))
         except Exception as e:  # noqa: BLE001 - no cache is slower, not broken (no home folder...)
-            self._warn(f"exportlens: the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
+            self._warn(f"the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
             return None
 
     def lookup(self, request: ExportRequest) -> FileResult | None:
@@ -157,7 +157,7 @@ class Pipeline:
         try:
             result = cache.lookup(request)
         except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
-            self._warn(f"exportlens: reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
+            self._warn(f"reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
             return None
         return result if isinstance(result, FileResult) else None
 
@@ -169,7 +169,7 @@ class Pipeline:
         try:
             cache.store(request, result)
         except Exception as e:  # noqa: BLE001 - a cache must never break an export
-            self._warn(f"exportlens: writing the cache failed ({type(e).__name__}: {e})")
+            self._warn(f"writing the cache failed ({type(e).__name__}: {e})")
 
     def compare(self, result: FileResult) -> FileResult:
         """``result`` checked against its project's snapshot, when there is one:

@@ -146,6 +146,7 @@ class ExportLensServer(LanguageServer):
     def _warn_any_thread(self, message: str) -> None:
         """``show_once`` for the pipeline, which warns from the io thread too: pygls
         is not thread-safe, so the message goes through the event loop."""
+        message = f"exportlens: {message}"  # a message box names who speaks; the CLI's log lines do too
         loop = self._loop
         try:
             on_loop = loop is None or asyncio.get_running_loop() is loop

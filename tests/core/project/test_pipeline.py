@@ -135,7 +135,7 @@ def test_a_failing_cache_is_a_miss_and_one_warning(project: Path) -> None:
     pipeline.caches.get = broken  # type: ignore[assignment,method-assign]
     request = pipeline.request(str(project / "a.py"), id=1)
     assert pipeline.lookup(request) is None
-    assert heard == ["exportlens: the result cache is unavailable (PermissionError: no access); exporting without it"]
+    assert heard == ["the result cache is unavailable (PermissionError: no access); exporting without it"]
 
 
 @dataclass
