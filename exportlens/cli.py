@@ -19,6 +19,7 @@ from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of, survey
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MEMORY_RANGE_MB, TIMEOUT_RANGE_S
 from exportlens.formats import github, sarif
+from exportlens.module_views import run_with_views
 from exportlens.report import format_text, summary, to_json
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -167,7 +168,8 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
             from exportlens.snapshot_command import record
 
             return record(paths, found.files, pipeline, jobs)
-        batch = pipeline.run(found.files, jobs)  # no files: no workers, an empty batch
+        # no files: no workers, an empty batch; a model module: the targets that import it
+        batch = run_with_views(pipeline, found.files, jobs)
     except WorkerError as e:  # no worker process can start: nothing could be checked
         print(f"exportlens: {e}", file=sys.stderr)
         return 2

@@ -39,6 +39,8 @@ def spec_json(spec: InputSpec | OutputSpec) -> dict[str, Any]:
         out["shape"] = list(meta.shape)
         out["device"] = meta.device
     out["line"] = spec.source.line if spec.source else None
+    if spec.source is not None and spec.source.path:
+        out["file"] = display_path(spec.source.path)  # a local module, not the declaring file
     return out
 
 
@@ -62,6 +64,8 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "message": d.message,
         "target": d.target,
     }
+    if d.path:
+        out["file"] = display_path(d.path)  # a local module, not the result's own file
     if d.related:
         out["related"] = [{"path": r.path, "line": r.line, "column": r.column, "message": r.message} for r in d.related]
     return out
@@ -126,6 +130,8 @@ def _spec_row(direction: str, spec: InputSpec | OutputSpec) -> list[str]:
     else:
         value = spec.arg.kind
     line = f":{spec.source.line}" if spec.source else ""
+    if spec.source is not None and spec.source.path:
+        line = display_path(spec.source.path) + line
     return [direction, spec.kind, spec.arg.name, target, value, line]
 
 
@@ -143,7 +149,8 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
 
 def target_header(path: str, t: TargetResult) -> str:
     took = f", exported in {t.export_ms:.0f} ms" if t.export_ms is not None and t.status == "ok" else ""
-    return f"{t.name} ({path}:{t.line}): {t.status}{took}"
+    where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
+    return f"{t.name} ({where}): {t.status}{took}"
 
 
 def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None) -> str:
@@ -151,7 +158,7 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
     for r in results:
         path = display_path(r.path, cwd)
         for d in r.diagnostics:
-            out.append(diagnostic_line(path, d))
+            out.append(diagnostic_line(display_path(d.path, cwd) if d.path else path, d))
     if signatures:
         for r in results:
             path = display_path(r.path, cwd)

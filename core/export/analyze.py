@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import INPUT_KINDS, OUTPUT_KINDS, Signature, SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file, frames_in_text, same_file
+from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import statement_at
 
@@ -212,16 +213,27 @@ def message_frames(message: str, path: str) -> list[Frame]:
     return out
 
 
-def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLine) -> SourceLine:
-    """The user's line for an export error: the deepest frame in the file, else the
+def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLine, sources: Sources | None = None) -> SourceLine:
+    """The user's line for an export error: the deepest frame in the file (with
+    ``sources``: in any of the user's files, the local modules included), else the
     deepest frame torch quotes in its message, else ``fallback`` (the target line)."""
-    frame = deepest_in_file(facts.frames, path)
+    frame = sources.deepest(facts.frames) if sources is not None else deepest_in_file(facts.frames, path)
+    if frame is not None and sources is not None:
+        return sources.statement(frame)
     if frame is None:
+        quoted = _quoted_user_frames(facts.message, sources) if sources is not None else []
+        if quoted:
+            return sources.statement(quoted[-1])  # type: ignore[union-attr]
         quoted = message_frames(facts.message, path)
         frame = quoted[-1] if quoted else None
     if frame is None:
         return fallback
     return statement_at(index, frame.line)
+
+
+def _quoted_user_frames(message: str, sources: Sources) -> list[Frame]:
+    """Frames of the user's files that torch quotes in its message (``File "...", line N``)."""
+    return [Frame(f, line, fn) for f, line, fn in frames_in_text(message) if sources.is_user(f)]
 
 
 def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | None) -> SourceLine | None:
@@ -233,7 +245,7 @@ def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | 
     return forward.returns[-1] if forward and forward.returns else None
 
 
-def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tuple[SourceLine | None, tuple[Related, ...]]:
+def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str, sources: Sources | None = None) -> tuple[SourceLine | None, tuple[Related, ...]]:
     """A constraint violation points at the ``Dim`` declaration; the specialising
     line in the model, when torch names it, becomes related information."""
     related: list[Related] = []
@@ -248,9 +260,11 @@ def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str) -> tup
             where = decl
         else:
             related.append(Related(path, decl.line, f"`{name}` is declared here", decl.column))
-    culprit = deepest_in_file(facts.frames, path) or next(iter(message_frames(facts.message, path)[::-1]), None)
+    culprit = (sources.deepest(facts.frames) if sources is not None else None) or deepest_in_file(facts.frames, path)
+    culprit = culprit or next(iter(message_frames(facts.message, path)[::-1]), None)
     if culprit is not None:
-        related.append(Related(path, culprit.line, "the code that specialised the dimension"))
+        where_path = os.path.realpath(culprit.file) if sources is not None and sources.is_user(culprit.file) else path
+        related.append(Related(where_path, culprit.line, "the code that specialised the dimension"))
     return where, tuple(related)
 
 

@@ -33,6 +33,7 @@ from exportlens.core.model.signature import (
     TensorMeta,
 )
 from exportlens.core.serde.encode import range_bound
+from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
 
 __all__ = ["dim_names", "extract_signature", "graph_text"]
@@ -60,9 +61,11 @@ def extract_signature(
     index: SourceIndex,
     args: tuple,
     kwargs: dict | None,
+    sources: Sources | None = None,
 ) -> Signature:
-    """The torch-free signature of ``ep`` with tensor metadata and source lines."""
-    ctx = SourceContext(ep, module, index)
+    """The torch-free signature of ``ep`` with tensor metadata and source lines
+    (in the declaring file or, with ``sources``, the local module the code is in)."""
+    ctx = SourceContext(ep, module, index, sources)
     sig = ep.graph_signature
     user_sources = _user_input_sources(ctx, sig.input_specs, args, kwargs or {})
     inputs: list[InputSpec] = []

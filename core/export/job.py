@@ -7,9 +7,11 @@ worker knows which target a crash or a hang belongs to, and returns the ``FileRe
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import warnings
+from dataclasses import replace
 from typing import Any, Callable
 
 from exportlens.core.export import analyze, deps
@@ -18,8 +20,10 @@ from exportlens.core.export.loader import Loaded, frames_of, load, module_name_f
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
+from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
-from exportlens.core.source.frames import Frame, deepest_in_file
+from exportlens.core.source.frames import Frame
+from exportlens.core.source.project import Sources
 from exportlens.core.source.spans import complete_range, statement_at
 
 Emit = Callable[[FromJob], None]
@@ -42,6 +46,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
 
     REGISTRY.clear()
     loaded = load(request.path, request.source, request.root)
+    sources = Sources(loaded.index, loaded.root)
     diagnostics = list(loaded.diagnostics)
     results: list[TargetResult] = []
     if loaded.module is not None:
@@ -59,11 +64,11 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
                 continue
             emit(TargetBegins(candidate.decl.name))
             try:
-                result, found = export_target(candidate, loaded)
+                result, found = export_target(candidate, loaded, sources)
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
-            found = [complete_range(d, loaded.index) for d in found]
+            found = [_back_to_target(complete_range(d, sources.index(d.path or loaded.path)), candidate, loaded.path) for d in found]
             emit(TargetDone(result, tuple(found)))
             results.append(result)
             diagnostics.extend(found)
@@ -73,7 +78,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     inputs, written = recorder.result(request.path, record_imports(loaded) if loaded.root else {})
     return FileResult(
         path=request.path,
-        diagnostics=tuple(complete_range(d, loaded.index) for d in diagnostics),
+        diagnostics=tuple(complete_range(d, sources.index(d.path or loaded.path)) for d in diagnostics),
         targets=tuple(results),
         local_imports=tuple(inputs),
         local_import_hashes=tuple(inputs.values()),
@@ -81,6 +86,15 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
         written=tuple(written),
         written_hashes=tuple(written.values()),
     ).sorted()
+
+
+def _back_to_target(d: Diagnostic, candidate: Candidate, path: str) -> Diagnostic:
+    """A diagnostic in a local module names, as related information, the target
+    whose export found it: the module alone does not say which target ran it."""
+    if d.path is None:
+        return d
+    note = Related(os.path.realpath(path), candidate.where.line, f"found exporting target `{candidate.decl.name}`", candidate.where.column)
+    return replace(d, related=(*d.related, note))
 
 
 def _facts(e: BaseException) -> ErrorFacts:
@@ -93,15 +107,15 @@ def _facts(e: BaseException) -> ErrorFacts:
     )
 
 
-def _build(candidate: Candidate, loaded: Loaded) -> Built | Diagnostic:
+def _build(candidate: Candidate, loaded: Loaded, sources: Sources) -> Built | Diagnostic:
     name = candidate.decl.name
     try:
         return candidate.build()
     except TargetError as e:
         return Diagnostic.at("target-error", f"target `{name}`: {e}", candidate.where, name)
     except BaseException as e:  # noqa: BLE001 - any failure of user code is a finding
-        frame = deepest_in_file(frames_of(e), loaded.path)
-        where = statement_at(loaded.index, frame.line) if frame else candidate.where
+        frame = sources.deepest(frames_of(e))
+        where = sources.statement(frame) if frame else candidate.where
         detail = str(e).strip()
         return Diagnostic.at(
             "target-error",
@@ -111,11 +125,12 @@ def _build(candidate: Candidate, loaded: Loaded) -> Built | Diagnostic:
         )
 
 
-def export_target(candidate: Candidate, loaded: Loaded) -> tuple[TargetResult, list[Diagnostic]]:
+def export_target(candidate: Candidate, loaded: Loaded, sources: Sources | None = None) -> tuple[TargetResult, list[Diagnostic]]:
     import torch
 
+    sources = sources or Sources(loaded.index, loaded.root)
     name, line = candidate.decl.name, candidate.decl.line
-    built = _build(candidate, loaded)
+    built = _build(candidate, loaded, sources)
     if isinstance(built, Diagnostic):
         return TargetResult(name, line, "error"), [built]
 
@@ -133,13 +148,13 @@ def export_target(candidate: Candidate, loaded: Loaded) -> tuple[TargetResult, l
     warning_texts = [str(w.message) for w in caught]
 
     if failure is not None:
-        found = diagnose_failure(failure, built, candidate, loaded)
+        found = diagnose_failure(failure, built, candidate, loaded, sources)
         found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
-        return TargetResult(name, line, "error", export_ms), found
+        return TargetResult(name, line, "error", export_ms, module_class=_class_line(type(built.module), sources)), found
 
     from exportlens.core.export.extract import extract_signature, graph_text
 
-    signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs)
+    signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs, sources=sources)
     found = analyze.mutation_diagnostics(signature, name, candidate.where)
     found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
@@ -153,7 +168,20 @@ def export_target(candidate: Candidate, loaded: Loaded) -> tuple[TargetResult, l
         target=name,
         fallback=candidate.where,
     )
-    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found)), found
+    module_class = _class_line(type(built.module), sources)
+    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found), module_class=module_class), found
+
+
+def _class_line(cls: type, sources: Sources) -> SourceLine | None:
+    """The ``class`` line of ``cls`` in whichever of the user's files defines it."""
+    try:
+        file = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return None
+    if not file or not sources.is_user(file):
+        return None
+    info = sources.index(file).classes.get(getattr(cls, "__qualname__", cls.__name__).replace(".<locals>", ""))
+    return info.where if info is not None else None
 
 
 def _program_bytes(ep: Any, found: list[Diagnostic]) -> bytes:
@@ -167,21 +195,22 @@ def _program_bytes(ep: Any, found: list[Diagnostic]) -> bytes:
         return b""
 
 
-def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded) -> list[Diagnostic]:
+def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: Sources | None = None) -> list[Diagnostic]:
     name, path, index = candidate.decl.name, loaded.path, loaded.index
+    sources = sources or Sources(index, loaded.root)
     facts = _facts(failure)
     code = analyze.classify(facts)
 
     if code == "data-dependent":
-        collected = _data_dependent(built, loaded, name)
+        collected = _data_dependent(built, sources, name)
         if collected:
             return collected
     if code == "constraint-violation":
-        where, related = analyze.constraint_location(facts, index, path)
-        related = _specialisations(built, loaded) + tuple(r for r in related if not r.message.startswith("the code"))
+        where, related = analyze.constraint_location(facts, index, path, sources)
+        related = _specialisations(built, sources) + tuple(r for r in related if not r.message.startswith("the code"))
         if where is None and related:
-            where = statement_at(index, related[0].line)
-        where = where or analyze.locate(facts, path, index, candidate.where)
+            where = statement_at(sources.index(related[0].path), related[0].line)
+        where = where or analyze.locate(facts, path, index, candidate.where, sources)
         return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name, related)]
 
     if code in {"export-error", "unsupported", "banned-mutation/parameter", "banned-mutation/input-metadata"}:
@@ -189,35 +218,36 @@ def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate,
         # broken from one export rejects, and finds banned mutations' lines.
         from exportlens.core.export.mutations import run_eagerly
 
-        eager = run_eagerly(built.module, built.args, built.kwargs, path)
+        eager = run_eagerly(built.module, built.args, built.kwargs, path, sources)
         banned = [m for m in eager.mutations if m.frame is not None]
         if banned:
             out = []
             for m in banned:
                 mcode = f"banned-mutation/{m.kind}"
-                where = index.inplace_call_at(m.frame.line, m.op) or statement_at(index, m.frame.line)  # type: ignore[union-attr]
+                mindex = sources.index(m.frame.file)  # type: ignore[union-attr]
+                where = mindex.inplace_call_at(m.frame.line, m.op) or statement_at(mindex, m.frame.line)  # type: ignore[union-attr]
                 what = f"input `{m.name}`" if m.kind == "input-metadata" else f"parameter `{m.name}`"
                 out.append(Diagnostic.at(mcode, f"`{m.op}` on {what}: " + analyze.message_for(mcode, facts, name), where, name))
             return out
         if eager.error is not None and code != "banned-mutation/parameter":
             efacts = _facts(eager.error)
-            if deepest_in_file(efacts.frames, path) is not None:
-                where = analyze.locate(efacts, path, index, candidate.where)
+            if sources.deepest(efacts.frames) is not None:
+                where = analyze.locate(efacts, path, index, candidate.where, sources)
                 return [Diagnostic.at("eager-error", analyze.message_for("eager-error", efacts, name), where, name)]
         if code.startswith("banned-mutation/"):
             code = "export-error"
-    elif analyze.is_eager_like(facts) and deepest_in_file(facts.frames, path) is not None:
+    elif analyze.is_eager_like(facts) and sources.deepest(facts.frames) is not None:
         code = "eager-error"
     elif code == "unsupported-type":
         returned = analyze.output_location(facts, index, candidate.module_class or type(built.module))
-        if returned is not None and deepest_in_file(facts.frames, path) is None:
+        if returned is not None and sources.deepest(facts.frames) is None:
             return [Diagnostic.at(code, analyze.message_for(code, facts, name), returned, name)]
 
-    where = analyze.locate(facts, path, index, candidate.where)
+    where = analyze.locate(facts, path, index, candidate.where, sources)
     return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name)]
 
 
-def _draft_failures(built: Built, loaded: Loaded) -> list[tuple[str, str, Frame]]:
+def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame]]:
     """``(failure type, expression, frame in the file)`` for each problem
     ``draft_export`` records with a user stack, where ``export`` stops at the first."""
     import torch
@@ -237,32 +267,36 @@ def _draft_failures(built: Built, loaded: Loaded) -> list[tuple[str, str, Frame]
         if not isinstance(stack, list):
             continue
         frames = [Frame(files.get(f.get("filename"), str(f.get("filename"))), int(f.get("line", 0)), f.get("name", "")) for f in stack if isinstance(f, dict)]
-        frame = deepest_in_file(frames, loaded.path)
+        frame = sources.deepest(frames)
         if frame is not None:
             out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame))
     return out
 
 
-def _data_dependent(built: Built, loaded: Loaded, name: str) -> list[Diagnostic]:
+def _data_dependent(built: Built, sources: Sources, name: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
-    seen: set[int] = set()
-    for kind, expr, frame in _draft_failures(built, loaded):
-        if kind != "DATA_DEPENDENT_ERROR" or frame.line in seen:
+    seen: set[tuple[str, int]] = set()
+    for kind, expr, frame in _draft_failures(built, sources):
+        key = (os.path.realpath(frame.file), frame.line)
+        if kind != "DATA_DEPENDENT_ERROR" or key in seen:
             continue
-        seen.add(frame.line)
-        message = analyze.data_dependent_message(expr, statement=loaded.index.line_text(frame.line).strip())
-        out.append(Diagnostic.at("data-dependent", message, statement_at(loaded.index, frame.line), name))
+        seen.add(key)
+        index = sources.index(frame.file)
+        message = analyze.data_dependent_message(expr, statement=index.line_text(frame.line).strip())
+        out.append(Diagnostic.at("data-dependent", message, statement_at(index, frame.line), name))
     return out
 
 
-def _specialisations(built: Built, loaded: Loaded) -> tuple[Related, ...]:
-    """The lines whose guards pinned a dimension declared dynamic."""
+def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
+    """The lines whose guards pinned a dimension declared dynamic, in whichever of
+    the user's files they are."""
     related = []
-    seen: set[int] = set()
-    for kind, expr, frame in _draft_failures(built, loaded):
-        if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and frame.line not in seen:
-            seen.add(frame.line)
-            related.append(Related(loaded.path, frame.line, f"this code specialises the dimension (`{expr}`)"))
+    seen: set[tuple[str, int]] = set()
+    for kind, expr, frame in _draft_failures(built, sources):
+        key = (os.path.realpath(frame.file), frame.line)
+        if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and key not in seen:
+            seen.add(key)
+            related.append(Related(key[0], frame.line, f"this code specialises the dimension (`{expr}`)"))
     return tuple(related)
 
 

@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 
 from exportlens.core.export.loader import frames_of
 from exportlens.core.source.frames import Frame, deepest_in_file
+from exportlens.core.source.project import Sources
 
 # In-place ops that change a tensor's shape, strides or storage, not its values.
 METADATA_INPLACE = {
@@ -45,11 +46,12 @@ class EagerOutcome:
 
 
 class _Watch(TorchFunctionMode):
-    def __init__(self, inputs: dict[int, str], params: dict[int, str], path: str) -> None:
+    def __init__(self, inputs: dict[int, str], params: dict[int, str], path: str, sources: Sources | None = None) -> None:
         super().__init__()
         self.inputs = inputs
         self.params = params
         self.path = path
+        self.sources = sources
         self.found: list[Mutation] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -64,10 +66,12 @@ class _Watch(TorchFunctionMode):
 
     def _where(self) -> Frame | None:
         stack = [Frame(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack()]
+        if self.sources is not None:  # the model's own modules count as its file
+            return self.sources.deepest(stack)
         return deepest_in_file(stack, self.path)
 
 
-def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None, path: str) -> EagerOutcome:
+def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None, path: str, sources: Sources | None = None) -> EagerOutcome:
     """Call the module once on copies of its example inputs, watching mutations."""
     def copy(x: Any) -> Any:
         return x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
@@ -78,7 +82,7 @@ def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         if isinstance(leaf, torch.Tensor):
             inputs[id(leaf)] = _input_name(keypath)
     params = {id(p): n for n, p in module.named_parameters() if p.requires_grad}
-    watch = _Watch(inputs, params, path)
+    watch = _Watch(inputs, params, path, sources)
     outcome = EagerOutcome()
     try:
         with torch.no_grad(), watch:

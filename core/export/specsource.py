@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import frames_in_text
+from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
 from exportlens.core.source.spans import statement_at
 
@@ -38,11 +39,13 @@ _MAX_TRACE_HOPS = 4
 class SourceContext:
     """What every source lookup needs: the graph's nodes and the file's index."""
 
-    def __init__(self, ep: torch.export.ExportedProgram, module: torch.nn.Module, index: SourceIndex) -> None:
+    def __init__(self, ep: torch.export.ExportedProgram, module: torch.nn.Module, index: SourceIndex, sources: Sources | None = None) -> None:
         self.ep = ep
         self.module = module
         self.index = index
         self.path = _realpath(index.path)
+        # The local modules the model's classes live in are searched as the file is.
+        self.sources = sources or Sources(index, None)
         self.placeholders: dict[str, torch.fx.Node] = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
         self.nodes: dict[str, torch.fx.Node] = {n.name: n for n in ep.graph.nodes}
         self._class_cache: dict[type, ClassInfo | None] = {}
@@ -58,14 +61,15 @@ class SourceContext:
             source = inspect.getsourcefile(cls)
         except (TypeError, OSError):
             return None
-        if source is None or _realpath(source) != self.path:
+        if source is None or not self.sources.is_user(source):
             return None
         # Classes defined inside functions: "make.<locals>.Net" is "make.Net" in the index.
         qualname = getattr(cls, "__qualname__", cls.__name__).replace(".<locals>", "")
-        return self.index.classes.get(qualname)
+        return self.sources.index(source).classes.get(qualname)
 
     def in_file(self, filename: str) -> bool:
-        return _realpath(filename) == self.path
+        """One of the user's files: the declaring file or a local module."""
+        return self.sources.is_user(filename)
 
     def forward_info(self) -> FunctionInfo | None:
         """The ``forward`` the root module runs, when its class is in the file."""
@@ -194,7 +198,7 @@ def _first_use_source(ctx: SourceContext, placeholder: str) -> SourceLine | None
     for user in node.users if node is not None else ():
         hit = _deepest_frame(ctx, user)
         if hit is not None:
-            return statement_at(ctx.index, hit[1])
+            return statement_at(ctx.sources.index(hit[1]), hit[2])
     return None
 
 
@@ -249,12 +253,12 @@ def _output_source(ctx: SourceContext, spec: Any, node: torch.fx.Node | None) ->
     return None
 
 
-def _file_frames(ctx: SourceContext, node: torch.fx.Node) -> list[int]:
-    """Lines of the node's stack-trace frames in the model file, outermost first."""
+def _file_frames(ctx: SourceContext, node: torch.fx.Node) -> list[tuple[str, int]]:
+    """``(file, line)`` of the node's stack-trace frames in the user's files, outermost first."""
     trace = node.meta.get("stack_trace")
     if not isinstance(trace, str):
         return []
-    return [line for file, line, _ in frames_in_text(trace) if ctx.in_file(file)]
+    return [(file, line) for file, line, _ in frames_in_text(trace) if ctx.in_file(file)]
 
 
 def _traced_nodes(ctx: SourceContext, node: torch.fx.Node | None) -> Iterator[torch.fx.Node]:
@@ -298,21 +302,22 @@ def _provenance_chain(source: Any, depth: int = 0) -> Iterator[Any]:
         yield from _provenance_chain(parent, depth + 1)
 
 
-def _deepest_frame(ctx: SourceContext, node: torch.fx.Node | None) -> tuple[torch.fx.Node, int] | None:
+def _deepest_frame(ctx: SourceContext, node: torch.fx.Node | None) -> tuple[torch.fx.Node, str, int] | None:
     for n in _traced_nodes(ctx, node):
         lines = _file_frames(ctx, n)
         if lines:
-            return n, lines[-1]
+            return n, lines[-1][0], lines[-1][1]
     return None
 
 
 def _mutation_source(ctx: SourceContext, spec: Any, node: torch.fx.Node | None) -> SourceLine | None:
     hit = _deepest_frame(ctx, node)
     if hit is not None:
-        traced, line = hit
+        traced, file, line = hit
+        index = ctx.sources.index(file)
         method = _inplace_method(traced)
-        where = (method and ctx.index.inplace_call_at(line, method)) or ctx.index.inplace_call_at(line)
-        return where or statement_at(ctx.index, line)
+        where = (method and index.inplace_call_at(line, method)) or index.inplace_call_at(line)
+        return where or statement_at(index, line)
     # No trace: `self.b.copy_(x)` leaves the output pointing at the placeholder `x`.
     # Fall back to the text: the one in-place call on that name, or the one
     # `self.b = ...`/`self.b += ...` outside __init__.
@@ -356,18 +361,18 @@ def _return_source(ctx: SourceContext, node: torch.fx.Node | None) -> SourceLine
     forward = ctx.forward_info()
     returns = forward.returns if forward is not None else []
     frames = _all_file_frames(ctx, node)
-    for line in reversed(frames):
+    for file, line in reversed(frames):
         for ret in returns:
-            if ret.line <= line <= (ret.end_line or ret.line):
+            if ret.line <= line <= (ret.end_line or ret.line) and ctx.sources.path_of(ret) == _realpath(file):
                 return ret
     if len(returns) == 1:
         return returns[0]
     if frames:
-        return statement_at(ctx.index, frames[-1])
+        return statement_at(ctx.sources.index(frames[-1][0]), frames[-1][1])
     return None
 
 
-def _all_file_frames(ctx: SourceContext, node: torch.fx.Node | None) -> list[int]:
+def _all_file_frames(ctx: SourceContext, node: torch.fx.Node | None) -> list[tuple[str, int]]:
     """The frames of the first node (itself or an ancestor) that has any in the file."""
     for n in _traced_nodes(ctx, node):
         lines = _file_frames(ctx, n)

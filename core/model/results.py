@@ -78,6 +78,9 @@ class Diagnostic:
     # Set only for the codes of VARIABLE_SEVERITY (a compatible signature change is
     # information, a breaking one an error); None: the code's severity in CODES.
     level: Severity | None = None
+    # The file of the line when it is not the result's own file: the local module
+    # where the code is (a model class in ``pkg/model.py``), as a real path.
+    path: str | None = None
 
     @property
     def severity(self) -> Severity:
@@ -106,6 +109,7 @@ class Diagnostic:
             target=target,
             related=related,
             level=level,
+            path=where.path,
         )
 
 
@@ -126,6 +130,10 @@ class TargetResult:
     # diagnostics inside), so the cache keeps every program; read it without torch
     # with ``exportlens.read_program``. Empty when the export failed.
     program: bytes = b""
+    # The ``class`` line of the exported module's class, in the file it is defined in
+    # (``path`` set when that is a local module, not the declaring file): where a
+    # model module's view of this target shows its signature.
+    module_class: SourceLine | None = None
 
 
 @dataclass(frozen=True)

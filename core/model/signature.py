@@ -78,6 +78,9 @@ class SourceLine:
     column: int = 1  # 1-based
     end_line: int | None = None
     end_column: int | None = None
+    # The file of the line when it is not the declaring file: a local module the
+    # target's code lives in (``pkg/model.py`` behind ``targets.py``), as a real path.
+    path: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from its text; never imports or runs it.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Iterable
+import dataclasses
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
 
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.spans import head, span
@@ -83,12 +84,22 @@ class SourceIndex:
     # Why the index is empty or partial: the file nests deeper than Python's recursion
     # allows (a generated 100k-term expression), e.g. "RecursionError". None: complete.
     incomplete: str | None = None
+    # Set for a local module other than the declaring file: every line of the index
+    # carries it as ``SourceLine.path``, so a result names the file each line is in.
+    origin: str | None = None
 
     @classmethod
-    def build(cls, text: str, path: str = "<model>") -> SourceIndex:
+    def build(cls, text: str, path: str = "<model>", origin: str | None = None) -> SourceIndex:
         """Never raises: text Python cannot parse gives an empty index, text too deep
         to parse or walk an empty or partial one with ``incomplete`` set."""
-        index = cls(path=path, text=text)
+        index = cls(path=path, text=text, origin=origin)
+        built = cls._walk(index, text, path)
+        if origin is not None:
+            _stamp(built, origin)
+        return built
+
+    @classmethod
+    def _walk(cls, index: SourceIndex, text: str, path: str) -> SourceIndex:
         try:
             tree = ast.parse(text, filename=path)
         except (SyntaxError, ValueError):
@@ -159,6 +170,27 @@ class SourceIndex:
             if method is None or name == method:
                 return where
         return None
+
+
+def _stamp(obj: Any, origin: str) -> Any:
+    """Every ``SourceLine`` reachable from ``obj`` (dataclasses, dicts, lists) with
+    ``path=origin``, in place: one walk after building, instead of threading the path
+    through every span the visitor makes."""
+    if isinstance(obj, SourceLine):
+        return replace(obj, path=origin)
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            obj[k] = _stamp(v, origin)
+    elif isinstance(obj, list):
+        obj[:] = [_stamp(v, origin) for v in obj]
+    elif isinstance(obj, tuple):
+        return tuple(_stamp(v, origin) for v in obj)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, (SourceLine, dict, list, tuple)) or dataclasses.is_dataclass(value):
+                setattr(obj, f.name, _stamp(value, origin))
+    return obj
 
 
 def _is_self_attr(node: ast.AST, self_name: str) -> str | None:

@@ -9,6 +9,7 @@ non-ASCII text cannot end short in one place and right in another. Torch-free.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from exportlens.core.model.results import Diagnostic
@@ -38,10 +39,10 @@ def statement_at(index: SourceIndex, line: int) -> SourceLine:
     """A whole source line as a range, without its indentation, for when no finer node is known."""
     text = index.line_text(line)
     if not text.strip():
-        return SourceLine(line)
+        return SourceLine(line, path=index.origin)
     # The indentation is ASCII whitespace, so its length in characters is its length in bytes.
     start = len(text) - len(text.lstrip()) + 1
-    return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1)
+    return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1, path=index.origin)
 
 
 def complete_range(d: Diagnostic, index: SourceIndex) -> Diagnostic:
@@ -54,4 +55,4 @@ def complete_range(d: Diagnostic, index: SourceIndex) -> Diagnostic:
     end_line = d.end_line if d.end_line is not None else full.end_line or d.line
     end_column = full.end_column if end_line == d.line and full.end_column else d.column + 1
     column = d.column if d.column > 1 or full.column is None else full.column
-    return Diagnostic(d.code, d.message, d.line, column, end_line, end_column, d.target, d.related)
+    return replace(d, column=column, end_line=end_line, end_column=end_column)

@@ -1,0 +1,96 @@
+"""A package-layout project (tests/corpus/tinylm): model classes in their own
+modules, several levels deep, targets declared elsewhere (pyproject's ``targets``,
+decorated factories, several per file). Every line lands in the module where the
+code is, and ``check``/``show`` on a model module show the targets that exercise it."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tests.conftest import ROOT, check_json, torch_text
+
+CORPUS = ROOT / "tests" / "corpus" / "tinylm"
+PKG = CORPUS / "tinylm"
+
+
+def _path(text: str) -> Path:
+    """A path of the JSON document (relative to the folder check ran in)."""
+    return (CORPUS / text).resolve()
+
+
+def _file(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    return next(f for f in doc["files"] if _path(f["path"]) == path.resolve())
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def _torch_signature(module_name: str, factory: str) -> str:
+    sys.path.insert(0, str(CORPUS))
+    try:
+        fn = getattr(importlib.import_module(module_name), factory)
+        fn = getattr(fn, "__wrapped__", fn)
+        model, args = fn()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return str(torch.export.export(model, args, strict=False).run_decompositions({}).graph_signature)
+    finally:
+        sys.path.remove(str(CORPUS))
+
+
+def test_lines_name_the_module_where_the_code_is() -> None:
+    code, doc = check_json(str(PKG / "factories.py"), str(PKG / "targets.py"), cwd=CORPUS)
+    assert code == 1  # `gated` fails: a data-dependent branch in gpt.py
+    attention = PKG / "nn" / "layers" / "attention.py"
+    factories = _file(doc, PKG / "factories.py")
+    gpt = factories["targets"][0]
+    assert gpt["name"] == "make_gpt" and gpt["status"] == "ok"
+    assert torch_text(gpt["signature"]) == _torch_signature("tinylm.factories", "make_gpt")
+    calls = [s for s in gpt["signature"]["inputs"] if s["target"] == "h.0.attn.calls"][0]
+    assert _path(calls["file"]) == attention.resolve()
+    assert calls["line"] == _line_of(attention, 'register_buffer("calls"')
+    mutations = [d for d in factories["diagnostics"] if d["code"] == "mutation/buffer"]
+    assert len(mutations) == 2
+    for d in mutations:
+        assert _path(d["file"]) == attention.resolve()
+        assert d["line"] == _line_of(attention, "self.calls.add_(1)")
+        back = d["related"][-1]
+        assert Path(back["path"]).resolve() == (PKG / "factories.py").resolve()
+        assert back["line"] == _line_of(PKG / "factories.py", "def make_gpt")
+
+    targets = _file(doc, PKG / "targets.py")
+    failed = [d for d in targets["diagnostics"] if d["target"] == "gated"]
+    assert [d["code"] for d in failed] == ["data-dependent"]
+    assert _path(failed[0]["file"]) == (PKG / "gpt.py").resolve()
+    assert failed[0]["line"] == _line_of(PKG / "gpt.py", "if logits.abs().max() > 100")
+    rnn = next(t for t in targets["targets"] if t["name"] == "rnn")
+    assert rnn["status"] == "ok"
+    assert torch_text(rnn["signature"]) == _torch_signature("tinylm.targets", "rnn")
+
+
+def test_check_on_a_model_module_shows_the_targets_that_exercise_it() -> None:
+    attention = PKG / "nn" / "layers" / "attention.py"
+    code, doc = check_json(str(attention), cwd=CORPUS)
+    assert code == 0  # `gated` fails in gpt.py, not here: its failure is not this file's
+    [entry] = doc["files"]
+    # `gated` imports this module too, but has no signature and no line here.
+    assert [t["name"] for t in entry["targets"]] == ["make_gpt"]
+    assert {(d["code"], d["line"]) for d in entry["diagnostics"]} == {("mutation/buffer", _line_of(attention, "self.calls.add_(1)"))}
+    assert all("file" not in d for d in entry["diagnostics"])  # the lines are this file's
+    gpt = next(t for t in entry["targets"] if t["name"] == "make_gpt")
+    lines = {s["target"]: s["line"] for s in gpt["signature"]["inputs"]}
+    assert lines["h.1.attn.c_attn.weight"] == _line_of(attention, "self.c_attn =")
+    assert lines["wte.weight"] is None  # defined in gpt.py, not here
+
+    code, doc = check_json(str(PKG / "gpt.py"), cwd=CORPUS)
+    assert code == 1
+    [entry] = doc["files"]
+    errors = [d for d in entry["diagnostics"] if d["severity"] == "error"]
+    assert [(d["code"], d["target"], d["line"]) for d in errors] == [("data-dependent", "gated", _line_of(PKG / "gpt.py", "if logits.abs().max() > 100"))]
