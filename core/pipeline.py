@@ -33,6 +33,7 @@ from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of
 from exportlens.core.project.settings import (
+    DEFAULT_LOWER,
     DEFAULT_MEMORY_MB,
     DEFAULT_STRICT,
     DEFAULT_TIMEOUT_S,
@@ -56,6 +57,8 @@ class Overrides:
     strict: bool | None = None
     cache: bool = True  # False: neither read nor write the result cache
     cache_dir: str | None = None  # --cache-dir, or the editor's cacheDir
+    lower: tuple[str, ...] | None = None  # --lower, or the editor's lower; () lowers nothing
+    keep_lowered: bool = False  # --save-onnx: the results carry the lowered models' bytes
 
 
 def limits_for(project: ProjectSettings, overrides: Overrides) -> tuple[Limits, bool]:
@@ -133,7 +136,11 @@ class Pipeline:
                 self._reported.add(why)
                 self._warn(why)
         limits, strict = limits_for(project, self.overrides)
-        return ExportRequest(id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict)
+        lower = _first(self.overrides.lower, project.lower, DEFAULT_LOWER)
+        return ExportRequest(
+            id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict,
+            lower=tuple(lower), keep_lowered=self.overrides.keep_lowered and bool(lower),
+        )
 
     def cache_dir(self, path: str) -> Path:
         """The cache folder for the file ``path`` (whether or not the cache is on)."""

@@ -5,6 +5,7 @@ result cache or exports in worker processes, as it does for the language server.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=FORMATS, default="text", help="text for people, json for tools, sarif for code scanning, github for pull-request annotations")
     _export_options(check)
     check.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
+    _lower_options(check)
     _cache_options(check)
 
     snapshot = sub.add_parser("snapshot", help="record every target's signature in exportlens.snapshot.json at the project root")
@@ -101,6 +103,42 @@ def _number(what: str, low: float, high: float, integer: bool) -> Callable[[str]
     return parse
 
 
+def _lower_formats(text: str) -> tuple[str, ...]:
+    """``--lower onnx``: comma-separated formats; ``none`` lowers nothing (over pyproject's ``lower``)."""
+    from exportlens.core.model.lowering import LOWER_FORMATS
+
+    formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    if formats == ("none",):
+        return ()
+    unknown = [f for f in formats if f not in LOWER_FORMATS]
+    if unknown or not formats:
+        raise argparse.ArgumentTypeError(f"expected {', '.join(LOWER_FORMATS)} or none, got {text!r}")
+    return formats
+
+
+def _lower_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lower", type=_lower_formats, default=None, metavar="FORMAT", help="after each export, lower the program: onnx converts it, checks it, runs it in onnxruntime and compares with eager (needs exportlens[onnx]); none turns it off (default: pyproject's [tool.exportlens] lower, else none)")
+    parser.add_argument("--save-onnx", default=None, metavar="DIR", help="write each target's ONNX model to DIR as <module>.<target>.onnx (implies --lower onnx)")
+
+
+def _with_lowering(overrides: Overrides, args: argparse.Namespace) -> Overrides:
+    lower, save = getattr(args, "lower", None), getattr(args, "save_onnx", None)
+    if save:
+        lower = tuple(dict.fromkeys((*(lower or ()), "onnx")))
+    return dataclasses.replace(overrides, lower=lower, keep_lowered=bool(save))
+
+
+def _save_onnx(results: list[Any], folder: str) -> bool:
+    from exportlens.onnx_files import save_models
+
+    try:
+        save_models(results, folder)
+    except OSError as e:
+        print(f"exportlens: cannot write the ONNX models to {folder}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 _seconds = _number("a number of seconds", *TIMEOUT_RANGE_S, integer=False)
 _megabytes = _number("a whole number of MB", *MEMORY_RANGE_MB, integer=True)
 _jobs = _number("a whole number of processes", 1, MAX_JOBS, integer=True)
@@ -116,10 +154,11 @@ def run(argv: list[str]) -> int:
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
         overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir)
+        overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
         if args.command == "snapshot":
             return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False)
-        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, save_onnx=args.save_onnx)
     if args.command == "show":
         if not os.path.isfile(args.file):
             print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
@@ -154,7 +193,7 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
     return 0
 
 
-def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool) -> int:
+def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, save_onnx: str | None = None) -> int:
     found = survey(paths)
     for p, why in found.refused:
         print(f"exportlens: {p}: {why}", file=sys.stderr)
@@ -174,6 +213,8 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
     results = batch.results
+    if save_onnx and not _save_onnx(results, save_onnx):
+        return 2
     if fmt != "show":
         # The snapshot's entries for files under the PATHs that are gone (removed
         # targets), and the pyproject.toml files whose targets name no file.

@@ -3,9 +3,11 @@ for people, the contract's JSON document for tools. Torch-free."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Iterable
 
+from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
 
@@ -80,7 +82,39 @@ def target_json(t: TargetResult) -> dict[str, Any]:
     }
     if t.status == "ok" and t.signature is not None:
         out["signature"] = signature_json(t.signature)
+    if t.lowering is not None:
+        out["lowering"] = lowering_json(t.lowering)
     return out
+
+
+def _finite(value: float | None, digits: int = 6) -> float | None:
+    """JSON has no infinity or NaN: an error that is not a number (shapes differ) is null."""
+    return None if value is None or not math.isfinite(value) else float(f"{value:.{digits}g}")
+
+
+def lowering_json(lowering: Lowering) -> dict[str, Any]:
+    return {
+        "format": lowering.format,
+        "status": lowering.status,
+        "lower_ms": round(lowering.lower_ms, 1),
+        "opset": lowering.opset,
+        "nodes": lowering.nodes,
+        "max_abs_error": _finite(lowering.max_abs),
+        "max_rel_error": _finite(lowering.max_rel),
+        "outputs": [
+            {
+                "name": o.name,
+                "dtype": o.dtype,
+                "max_abs_error": _finite(o.max_abs),
+                "max_rel_error": _finite(o.max_rel),
+                "atol": o.atol,
+                "rtol": o.rtol,
+                "match": o.ok,
+            }
+            for o in lowering.outputs
+        ],
+        "versions": lowering.versions,
+    }
 
 
 def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, Any]:
@@ -150,7 +184,8 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
 def target_header(path: str, t: TargetResult) -> str:
     took = f", exported in {t.export_ms:.0f} ms" if t.export_ms is not None and t.status == "ok" else ""
     where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
-    return f"{t.name} ({where}): {t.status}{took}"
+    lowered = f"; {t.lowering.describe()}" if t.lowering is not None else ""
+    return f"{t.name} ({where}): {t.status}{took}{lowered}"
 
 
 def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None) -> str:

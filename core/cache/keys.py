@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.lowering import ONNX_PACKAGES
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
 
 # Moves whenever the layout of the cache files or of the key changes. (The program
@@ -97,6 +98,20 @@ def _modules_under(top: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def lowering_versions() -> list[str]:
+    """The versions of the packages lowering uses (``exportlens[onnx]``), "none" for a
+    missing one, from their metadata: none of them is imported here. Read every time
+    (not cached like torch's): a user told to install the extra does so while the
+    server runs, and the answer "install it" must not be served from the cache after."""
+    out = []
+    for name in ONNX_PACKAGES:
+        try:
+            out.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{name} none")
+    return out
+
+
 def environment() -> list[Any]:
     """Everything outside the request that a result depends on."""
     return [CACHE_FORMAT, torch_version(), sys.version, sys.prefix, code_fingerprint()]
@@ -136,6 +151,9 @@ def first_key(request: ExportRequest, source: bytes) -> str:
         sorted(request.skip),
         _targets_setting(request),
         environment(),
+        # Lowering: the formats, whether the model's bytes ride along, and the
+        # converter's and runtime's versions (installing the extra changes the answer).
+        *([list(request.lower), request.keep_lowered, lowering_versions()] if request.lower else []),
     ]
     h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=repr).encode())
     h.update(b"\x00source\x00")

@@ -64,7 +64,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
                 continue
             emit(TargetBegins(candidate.decl.name))
             try:
-                result, found = export_target(candidate, loaded, sources)
+                result, found = export_target(candidate, loaded, sources, lower=request.lower, keep_lowered=request.keep_lowered)
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
@@ -125,7 +125,9 @@ def _build(candidate: Candidate, loaded: Loaded, sources: Sources) -> Built | Di
         )
 
 
-def export_target(candidate: Candidate, loaded: Loaded, sources: Sources | None = None) -> tuple[TargetResult, list[Diagnostic]]:
+def export_target(
+    candidate: Candidate, loaded: Loaded, sources: Sources | None = None, *, lower: tuple[str, ...] = (), keep_lowered: bool = False
+) -> tuple[TargetResult, list[Diagnostic]]:
     import torch
 
     sources = sources or Sources(loaded.index, loaded.root)
@@ -169,7 +171,12 @@ def export_target(candidate: Candidate, loaded: Loaded, sources: Sources | None 
         fallback=candidate.where,
     )
     module_class = _class_line(type(built.module), sources)
-    return TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found), module_class=module_class), found
+    result = TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found), module_class=module_class)
+    if lower:  # after the export, in the same job: the same timeout and memory cap
+        from exportlens.core.export.lowering import lower_target
+
+        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded)
+    return result, found
 
 
 def _class_line(cls: type, sources: Sources) -> SourceLine | None:

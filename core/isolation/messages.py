@@ -72,6 +72,8 @@ class ExportRequest:
     strict_default: bool = False
     skip: tuple[str, ...] = ()  # target names not to export again (after a crash)
     pyproject_targets: tuple[str, ...] = ()  # "path.py:function" entries
+    lower: tuple[str, ...] = ()  # formats to lower each exported target to ("onnx"); () none
+    keep_lowered: bool = False  # carry the lowered model's bytes in the result (``--save-onnx``)
 
 
 # ---------------------------------------------------------------- pool -> zygote

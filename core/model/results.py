@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.signature import Signature, SourceLine
 
 Severity = Literal["error", "warning", "information", "hint"]
@@ -37,6 +38,10 @@ CODES: dict[str, Severity] = {
     "out-of-memory": "error",
     # The highest of its severities: "information" when the change is compatible.
     "signature-changed": "error",
+    # Lowering (``lower = ["onnx"]``): the step after export that users export for.
+    "lowering/onnx-unsupported": "error",
+    "lowering/onnx-error": "error",
+    "lowering/onnx-mismatch": "error",
 }
 # Where each code is explained: its section of docs/diagnostics.md (the editor's
 # code link, SARIF's helpUri).
@@ -130,6 +135,9 @@ class TargetResult:
     # diagnostics inside), so the cache keeps every program; read it without torch
     # with ``exportlens.read_program``. Empty when the export failed.
     program: bytes = b""
+    # What lowering the program found (ONNX: converted, checked, run, compared), when
+    # the request asked for it (``lower``) and the export succeeded; else None.
+    lowering: Lowering | None = None
     # The ``class`` line of the exported module's class, in the file it is defined in
     # (``path`` set when that is a local module, not the declaring file): where a
     # model module's view of this target shows its signature.

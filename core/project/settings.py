@@ -28,9 +28,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from exportlens.core.model.lowering import LOWER_FORMATS
+
 DEFAULT_TIMEOUT_S = 120.0  # seconds per target, wall clock
 DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
 DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
+DEFAULT_LOWER: tuple[str, ...] = ()  # lowering is opt-in: it costs a conversion and a run per target
 # The range of each limit, for every front end (pyproject, CLI flags, editor settings).
 TIMEOUT_RANGE_S = (0.1, 86_400.0)  # a tenth of a second to a day
 MEMORY_RANGE_MB = (64, 1 << 22)  # 64 MiB to 4 TiB
@@ -50,6 +53,7 @@ class ProjectSettings:
     strict: bool | None = None
     cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
     targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
+    lower: tuple[str, ...] | None = None  # formats to lower to (``lower = ["onnx"]``)
     problem: str | None = None  # why the section, or its targets, were ignored
     ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
 
@@ -119,6 +123,7 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     memory, bad_memory = _limit(pyproject, section, "memory_mb", MEMORY_RANGE_MB, integer=True)
     strict = section.get("strict")
     cache_dir = section.get("cache_dir")
+    lower, bad_lower = _lower(pyproject, section.get("lower"))
     targets: tuple[str, ...] = ()
     if problem is None:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
@@ -129,8 +134,9 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         strict=strict if isinstance(strict, bool) else None,
         cache_dir=os.path.join(base, os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
         targets=targets,
+        lower=lower,
         problem=problem,
-        ignored=tuple(why for why in (bad_timeout, bad_memory) if why),
+        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower) if why),
     )
 
 
@@ -145,6 +151,17 @@ def _limit(pyproject: str, section: dict[str, Any], key: str, bounds: tuple[floa
         return value, None
     kind, low, high = ("a whole number", str(bounds[0]), str(bounds[1])) if integer else ("a number", f"{bounds[0]:g}", f"{bounds[1]:g}")
     return None, f"{pyproject}: [tool.exportlens] {key} = {value!r} is not {kind} from {low} to {high}; it is ignored"
+
+
+def _lower(pyproject: str, value: Any) -> tuple[tuple[str, ...] | None, str | None]:
+    """``lower = ["onnx"]``: the formats, in order, without repeats; anything else is
+    ignored and said, as for the limits (a misspelt format must not pass silently)."""
+    if value is None:
+        return None, None
+    if isinstance(value, list) and all(isinstance(v, str) and v in LOWER_FORMATS for v in value):
+        return tuple(dict.fromkeys(value)), None
+    known = ", ".join(repr(f) for f in LOWER_FORMATS)
+    return None, f"{pyproject}: [tool.exportlens] lower = {value!r} is not a list of formats ({known}); it is ignored"
 
 
 def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None]:
