@@ -17,12 +17,13 @@ snapshot changes independently of the model.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
 from exportlens.core.cache.keys import file_state
 from exportlens.core.cache.store import ResultCache, default_cache_dir
@@ -40,6 +41,9 @@ from exportlens.core.project.settings import (
     ProjectSettings,
     settings_for,
 )
+
+if TYPE_CHECKING:
+    from exportlens.core.isolation.pool import PoolEvent, WorkerPool
 
 log = logging.getLogger("exportlens.pipeline")
 
@@ -98,6 +102,26 @@ def _depending_on(result: FileResult, path: str) -> FileResult:
         return result
     state = file_state(path)
     return replace(result, local_imports=(*result.local_imports, path), local_import_hashes=(*result.local_import_hashes, state if state is not None else ""))
+
+
+class RunListener(Protocol):
+    """Hears a ``run`` as it goes (the CLI's progress line); called from the pool's thread too."""
+
+    def target_begins(self, path: str, target: str | None, index: int | None, total: int | None) -> None: ...
+
+    def file_done(self, result: FileResult, cached: bool) -> None: ...
+
+
+def _begins(listener: RunListener | None, paths: dict[int, str]) -> Callable[[PoolEvent], None] | None:
+    """The pool's events as the listener's, by file path."""
+    if listener is None:
+        return None
+
+    def on_event(event: PoolEvent) -> None:
+        if event.kind == "begin" and event.request_id in paths:
+            listener.target_begins(paths[event.request_id], event.target, event.index, event.total)
+
+    return on_event
 
 
 class CacheFolders:
@@ -215,10 +239,13 @@ class Pipeline:
                 done |= {r.path for r in out}
         return out
 
-    def run(self, paths: list[str], jobs: int | None = None, *, compare: bool = True) -> Batch:
+    def run(self, paths: list[str], jobs: int | None = None, *, compare: bool = True, listener: RunListener | None = None, pool: WorkerPool | None = None) -> Batch:
         """Export every file, or take its result from the cache; workers (at most
         ``jobs``, default one per core) start only when some file missed. With
-        ``compare``, each result is checked against its project's snapshot."""
+        ``compare``, each result is checked against its project's snapshot.
+        ``listener`` hears each target begin and each file end; ``pool``, when
+        given, is used (and left running) instead of a pool of this run's own:
+        ``check --watch`` keeps its workers warm between runs."""
         results: list[FileResult] = []
         misses: dict[str, ExportRequest] = {}
         for i, path in enumerate(dict.fromkeys(paths)):  # one request per path: results are matched by path
@@ -226,6 +253,8 @@ class Pipeline:
             hit = self.lookup(request)
             if hit is not None:
                 results.append(hit)
+                if listener is not None:
+                    listener.file_done(hit, True)
             else:
                 misses[path] = request
         hits = len(results)
@@ -234,12 +263,17 @@ class Pipeline:
             from exportlens.core.isolation.pool import WorkerPool
 
             workers = max(1, min(jobs or os.cpu_count() or 1, len(misses)))
-            with WorkerPool(jobs=workers) as pool:
-                for result in pool.run(misses.values()):
+            on_event = _begins(listener, {r.id: p for p, r in misses.items()})
+            with contextlib.nullcontext(pool) if pool is not None else WorkerPool(jobs=workers, on_event=on_event) as running:
+                if pool is not None:
+                    pool.listen(on_event)
+                for result in running.run(misses.values()):
                     results.append(result)
                     held = misses.get(result.path)
                     if held is not None:
                         self.store(held, result)
+                    if listener is not None:
+                        listener.file_done(result, False)
         if compare:
             results = [self.compare(r) for r in results]
         return Batch(sorted(results, key=lambda r: r.path), hits)

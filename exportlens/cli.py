@@ -5,6 +5,7 @@ result cache or exports in worker processes, as it does for the language server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -12,27 +13,49 @@ import math
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from exportlens import __version__
 from exportlens.core.cache.store import ResultCache
+from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of, survey
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MEMORY_RANGE_MB, TIMEOUT_RANGE_S
 from exportlens.formats import github, sarif
 from exportlens.module_views import run_with_views
-from exportlens.report import format_text, summary, to_json
+from exportlens.progress import LogHandler, Progress, wanted
+from exportlens.report import display_path, format_text, summary, to_json
+from exportlens.terminal import Style, wants_colour
 
 FORMATS = ("text", "json", "sarif", "github")
+OUTPUT_FORMATS = ("full", "concise")
+
+EXAMPLES = """examples:
+  exportlens check                          check the project of the current folder
+  exportlens check models/ --jobs 4         the model files under models/, 4 at a time
+  exportlens check --watch                  check again whatever each save changes (Ctrl-C stops)
+  exportlens check --output-format concise  one line per diagnostic
+  exportlens check --format json > out.json the report for tools (also sarif, github)
+  exportlens snapshot                       record the signatures in exportlens.snapshot.json
+  exportlens show models/mlp.py             the signature of each target in a file
+  python -P -m exportlens serve             the language server on stdio, for any LSP editor
+
+colour: on a terminal; NO_COLOR=1 turns it off, FORCE_COLOR=1 on.
+docs: README.md, docs/contract.md, docs/editors.md"""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,cache}")
+    from exportlens import about
 
-    check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics")
+    parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=about.short())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,cache,version}")
+
+    check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
     check.add_argument("--format", choices=FORMATS, default="text", help="text for people, json for tools, sarif for code scanning, github for pull-request annotations")
+    check.add_argument("--output-format", choices=OUTPUT_FORMATS, default="full", help="text format: full shows each diagnostic's source lines with the span underlined and its notes; concise one line each")
+    check.add_argument("--watch", "-w", action="store_true", help="keep checking: after the first check, check again what each change affects, until Ctrl-C")
     _export_options(check)
     check.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
     _lower_options(check)
@@ -42,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     snapshot.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
     _export_options(snapshot)
     _cache_options(snapshot)
+
+    sub.add_parser("version", help="the versions of exportlens, torch, Python and the formats (without importing torch)")
 
     show = sub.add_parser("show", help="print the signature of every target in FILE")
     show.add_argument("file", metavar="FILE")
@@ -67,6 +92,7 @@ def _export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-mb", type=_megabytes, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
     parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
     parser.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress line and no summary: the diagnostics (and signatures) only")
 
 
 def project_folder(cwd: str | None = None) -> str:
@@ -150,15 +176,26 @@ def run(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else 2
+    if args.command == "version":
+        from exportlens import about
+
+        print(about.report())
+        return 0
     if args.command in ("check", "snapshot", "show", "cache"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
         overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir)
         overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
+        view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
         if args.command == "snapshot":
-            return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False)
-        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, save_onnx=args.save_onnx)
+            return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False, view=view)
+        if args.watch:
+            if args.format != "text":
+                print("exportlens check: --watch prints the text report; it cannot be combined with --format " + args.format, file=sys.stderr)
+                return 2
+            return _watch(paths, Pipeline(overrides), args.jobs, signatures=not args.no_signatures, view=view)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, save_onnx=args.save_onnx)
     if args.command == "show":
         if not os.path.isfile(args.file):
             print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
@@ -172,14 +209,63 @@ def run(argv: list[str]) -> int:
     return main(args.tcp)
 
 
+_LOG = LogHandler(sys.stderr)
+
+
 def _log_to_stderr() -> None:
-    """Warnings of the library (an unreadable cache entry...) as ``exportlens: ...`` lines."""
+    """Warnings of the library (an unreadable cache entry...) as ``exportlens: ...``
+    lines, above the progress line when one is shown."""
     logger = logging.getLogger("exportlens")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("exportlens: %(message)s"))
-        logger.addHandler(handler)
+        _LOG.stream = sys.stderr
+        _LOG.setFormatter(logging.Formatter("exportlens: %(message)s"))
+        logger.addHandler(_LOG)
         logger.setLevel(logging.WARNING)
+
+
+class View:
+    """How the text report looks: ``--quiet``, ``--output-format``, colour and progress."""
+
+    def __init__(self, *, quiet: bool = False, concise: bool = False) -> None:
+        self.quiet = quiet
+        self.concise = concise
+        self.style = Style(wants_colour(sys.stdout))
+
+    def progress(self, fmt: str, files: list[str]) -> contextlib.AbstractContextManager[Progress | None]:
+        """The progress line of a run over ``files`` on a terminal's stderr, else nothing."""
+        if not wanted(sys.stderr, fmt=fmt, quiet=self.quiet) or not files:
+            return contextlib.nullcontext()
+        return _shown(Progress(sys.stderr, len(files), {f: display_path(f) for f in files}))
+
+
+@contextlib.contextmanager
+def _shown(progress: Progress) -> Iterator[Progress]:
+    """The progress line up for the run, warnings written above it."""
+    with progress:
+        _LOG.progress = progress
+        try:
+            yield progress
+        finally:
+            _LOG.progress = None
+
+
+def _watch(paths: list[str], pipeline: Pipeline, jobs: int | None, *, signatures: bool, view: View) -> int:
+    from exportlens.watch_command import Session, watch
+
+    found = survey(paths)
+    for p, why in found.refused:
+        print(f"exportlens: {p}: {why}", file=sys.stderr)
+    if found.refused:
+        return 2
+
+    def render(results: list[FileResult]) -> str:
+        return format_text(results, signatures=signatures, concise=view.concise, style=view.style)
+
+    def progress(files: int) -> Progress:
+        return Progress(sys.stderr, files)
+
+    shows_progress = wanted(sys.stderr, fmt="text", quiet=view.quiet)
+    return watch(Session(paths, pipeline, jobs, render, progress if shows_progress else None), jobs)
 
 
 def _cache_command(action: str, cli_dir: str | None) -> int:
@@ -193,7 +279,8 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
     return 0
 
 
-def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, save_onnx: str | None = None) -> int:
+def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, save_onnx: str | None = None) -> int:
+    view = view or View()
     found = survey(paths)
     for p, why in found.refused:
         print(f"exportlens: {p}: {why}", file=sys.stderr)
@@ -206,9 +293,10 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         if fmt == "snapshot":
             from exportlens.snapshot_command import record
 
-            return record(paths, found.files, pipeline, jobs)
+            return record(paths, found.files, pipeline, jobs, progress=view.progress(fmt, found.files))
         # no files: no workers, an empty batch; a model module: the targets that import it
-        batch = run_with_views(pipeline, found.files, jobs)
+        with view.progress(fmt, found.files) as listener:
+            batch = run_with_views(pipeline, found.files, jobs, listener=listener)
     except WorkerError as e:  # no worker process can start: nothing could be checked
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
@@ -229,10 +317,10 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
             print(line)
         print(summary(results, elapsed, cached=batch.hits))
     else:
-        text = format_text(results, signatures=signatures)
+        text = format_text(results, signatures=signatures, concise=view.concise, style=view.style)
         if text:
             print(text)
-        if fmt != "show":
+        if fmt != "show" and not view.quiet:
             print(("\n" if text else "") + summary(results, elapsed, cached=batch.hits))
     sys.stdout.flush()
     return 1 if any(r.has_errors for r in results) else 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
-from exportlens.core.pipeline import Batch, Pipeline
+from exportlens.core.pipeline import Batch, Pipeline, RunListener
 from exportlens.core.project.files import declares_targets, root_of, survey
 
 
@@ -24,14 +24,14 @@ def _declares(path: str) -> bool:
         return True  # unreadable: checked as a file, which says so
 
 
-def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None) -> Batch:
+def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None, listener: RunListener | None = None) -> Batch:
     """``pipeline.run(files)``, where each file that declares nothing gets, added to
     its own result, the view of the project's model files that import it."""
     modules = [f for f in files if f.endswith(".py") and not _declares(f)]
     extra: list[str] = []
     for root in dict.fromkeys(root_of(m) for m in modules):
         extra += [f for f in survey([root]).files if f not in files and f not in extra]
-    batch = pipeline.run([*files, *extra], jobs)
+    batch = pipeline.run([*files, *extra], jobs, listener=listener)
     if not modules:
         return batch
     shown = set(files)

@@ -1,5 +1,7 @@
-"""Printing results: ``path:line:col: code message`` lines and signature tables
-for people, the contract's JSON document for tools. Torch-free."""
+"""Printing results: for people, each diagnostic as ``path:line:col: code message``
+followed by the source it points at with the span underlined and its notes (or one
+line each, ``--output-format concise``) and signature tables aligned in terminal
+cells; for tools, the contract's JSON document. Torch-free."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any, Iterable
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
+from exportlens.excerpt import Sources, excerpt
+from exportlens.terminal import Style, ljust, width
 
 JSON_VERSION = 1
 
@@ -134,16 +138,27 @@ def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, 
 # -- text -----------------------------------------------------------------------
 
 
-def diagnostic_line(path: str, d: Diagnostic) -> str:
-    head, _, rest = d.message.partition("\n")
+def diagnostic_line(path: str, d: Diagnostic, style: Style | None = None) -> str:
+    """One line: ``path:line:col: code message [target]`` (the concise format)."""
+    style = style or Style(False)
+    head = d.message.partition("\n")[0]
     target = f" [{d.target}]" if d.target else ""
-    text = f"{path}:{d.line}:{d.column}: {d.code} {head}{target}"
-    for extra in rest.splitlines():
-        if extra.strip():
-            text += f"\n    {extra.rstrip()}"
+    return f"{style(f'{path}:{d.line}:{d.column}:', 'bold')} {style.severity(d.code, d.severity)} {head}{target}"
+
+
+def diagnostic_full(path: str, d: Diagnostic, sources: Sources, style: Style | None = None, source_path: str | None = None) -> str:
+    """The one line, the rest of the message, the source excerpt with the span
+    underlined, then each related place (the line that specialised a dim...) as a
+    note with its own line. ``source_path``: the file the line numbers refer to."""
+    style = style or Style(False)
+    out = [diagnostic_line(path, d, style)]
+    out += [f"    {extra.rstrip()}" for extra in d.message.partition("\n")[2].splitlines() if extra.strip()]
+    if source_path is not None:
+        out += excerpt(sources, source_path, d.line, d.column, d.end_line, d.end_column, style, severity=d.severity)
     for r in d.related:
-        text += f"\n    {display_path(r.path)}:{r.line}: note: {r.message}"
-    return text
+        out.append(f"  {style('= note:', 'bold', 'cyan')} {display_path(r.path)}:{r.line}: {r.message}")
+        out += excerpt(sources, r.path, r.line, r.column, None, None, style, severity="information")
+    return "\n".join(out)
 
 
 def _dims(shape: Iterable[Any]) -> str:
@@ -173,8 +188,8 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
     rows = [_spec_row("in", s) for s in sig.inputs] + [_spec_row("out", s) for s in sig.outputs]
     if not rows:
         return [indent + "(empty signature)"]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    widths = [max(width(r[i]) for r in rows) for i in range(len(rows[0]))]  # in terminal cells: wide names stay aligned
+    lines = [indent + "  ".join(ljust(c, w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if sig.ranges:
         ranges = ", ".join(f"{k} in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]" for k, (lo, hi) in sig.ranges.items())
         lines.append(f"{indent}ranges: {ranges}")
@@ -188,12 +203,21 @@ def target_header(path: str, t: TargetResult) -> str:
     return f"{t.name} ({where}): {t.status}{took}{lowered}"
 
 
-def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None) -> str:
+def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None, concise: bool = False, style: Style | None = None) -> str:
+    """Diagnostics (full: with excerpts and notes; ``concise``: one line each), then,
+    with ``signatures``, each target's header and table."""
     out: list[str] = []
+    sources = Sources()
     for r in results:
-        path = display_path(r.path, cwd)
         for d in r.diagnostics:
-            out.append(diagnostic_line(display_path(d.path, cwd) if d.path else path, d))
+            source = d.path or r.path  # the module the line is in, when not the result's file
+            path = display_path(source, cwd)
+            if concise:
+                out.append(diagnostic_line(path, d, style))
+            else:
+                out += [diagnostic_full(path, d, sources, style, source), ""]
+    if out and not out[-1]:
+        out.pop()  # the blank line between full diagnostics, not after the last
     if signatures:
         for r in results:
             path = display_path(r.path, cwd)

@@ -9,21 +9,25 @@ whether the commit needs the file. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import ContextManager
 
 from exportlens.core.contract.check import under
 from exportlens.core.contract.record import Update, update
 from exportlens.core.contract.snapshot import Snapshot, SnapshotError, read, snapshot_path, write
 from exportlens.core.model.results import FileResult
-from exportlens.core.pipeline import Pipeline
+from exportlens.core.pipeline import Pipeline, RunListener
 from exportlens.core.project.files import root_of
 from exportlens.report import display_path, format_text
 
 
-def record(paths: list[str], files: list[str], pipeline: Pipeline, jobs: int | None) -> int:
-    """Export ``files`` (found under ``paths``) and update the snapshots; the exit code."""
-    results = pipeline.run(files, jobs, compare=False).results
+def record(paths: list[str], files: list[str], pipeline: Pipeline, jobs: int | None, progress: ContextManager[RunListener | None] | None = None) -> int:
+    """Export ``files`` (found under ``paths``) and update the snapshots; the exit code.
+    ``progress``: the progress line shown while the exports run."""
+    with progress or contextlib.nullcontext() as listener:
+        results = pipeline.run(files, jobs, compare=False, listener=listener).results
     text = format_text(results, signatures=False)
     if text:
         print(text)

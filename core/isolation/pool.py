@@ -104,6 +104,11 @@ class WorkerPool:
                 break
             self._workers.append(worker)
 
+    def listen(self, on_event: Callable[[PoolEvent], None] | None) -> None:
+        """Report events to ``on_event`` from now on: a pool kept warm between
+        batches (``check --watch``) reports each batch to its own listener."""
+        self._on_event = on_event
+
     def __enter__(self) -> WorkerPool:
         return self
 

@@ -1,0 +1,51 @@
+"""``exportlens --version`` and ``exportlens version``: what a bug report needs.
+
+The versions of torch and of the optional lowering packages come from their
+installed metadata (``importlib.metadata``), never from importing them: importing
+torch takes seconds, and the version of an install too broken to import is exactly
+what a bug report needs. The formats' versions are the ones this install reads and
+writes: the msgpack program schema, the JSON report, the snapshot file. Torch-free.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+
+from exportlens import __version__
+from exportlens.core.contract.snapshot import FORMAT_VERSION
+from exportlens.core.serde.schema import SCHEMA_VERSION
+from exportlens.report import JSON_VERSION
+
+OPTIONAL = ("onnx", "onnxscript", "onnxruntime")  # the exportlens[onnx] extra
+
+
+def installed(distribution: str) -> str | None:
+    """The installed version of ``distribution``, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def short() -> str:
+    """One line, for ``--version``."""
+    torch = installed("torch") or "not installed"
+    return f"exportlens {__version__} (torch {torch}, Python {platform.python_version()})"
+
+
+def report() -> str:
+    """Every version that decides what exportlens does, for ``exportlens version``."""
+    rows = [
+        ("exportlens", __version__),
+        ("torch", installed("torch") or "not installed (the export workers need it)"),
+        ("Python", f"{platform.python_version()} ({sys.executable})"),
+        ("program schema", ".".join(map(str, SCHEMA_VERSION))),
+        ("JSON report", str(JSON_VERSION)),
+        ("snapshot format", str(FORMAT_VERSION)),
+        ("SARIF", "2.1.0"),
+    ]
+    rows += [(name, installed(name) or "not installed") for name in OPTIONAL]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
