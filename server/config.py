@@ -3,8 +3,8 @@
 Sources, later ones winning: the defaults below, ``initializationOptions`` (either
 ``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
 (or ``workspace/configuration``) section ``exportlens``. Per project,
-``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``
-and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
+``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``,
+``lower`` and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
 hands the explicit ones to ``exportlens.core.pipeline``, which resolves them in the
 same order as for the CLI's flags (override, then pyproject, then default).
 
@@ -22,9 +22,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from exportlens.core.model.lowering import LOWER_FORMATS
 from exportlens.core.model.results import CODES
 from exportlens.core.pipeline import Overrides
 from exportlens.core.project.settings import (
+    DEFAULT_LOWER,
     DEFAULT_MEMORY_MB,
     DEFAULT_STRICT,
     DEFAULT_TIMEOUT_S,
@@ -54,6 +56,7 @@ class Settings:
     cache: bool = True
     cache_dir: str | None = None  # None: $EXPORTLENS_CACHE_DIR, pyproject's cache_dir, else the user cache
     strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
+    lower: tuple[str, ...] = DEFAULT_LOWER  # formats to lower each export to (["onnx"]); pyproject's unless set
     diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
     # The settings the user gave explicitly; pyproject values give way to these.
     explicit: frozenset[str] = frozenset()
@@ -71,6 +74,7 @@ def overrides(settings: Settings) -> Overrides:
         timeout_s=explicit("timeout_s"),
         memory_mb=explicit("memory_mb"),
         strict=explicit("strict"),
+        lower=explicit("lower"),
         cache=settings.cache,
         cache_dir=settings.cache_dir,
     )
@@ -111,6 +115,16 @@ def _folder(value: Any) -> str | None:
     return os.path.abspath(os.path.expanduser(value))
 
 
+def _formats(value: Any) -> tuple[str, ...]:
+    """``["onnx"]`` (or ``[]``: lower nothing, whatever pyproject says)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of formats, got {value!r}")
+    unknown = [v for v in value if v not in LOWER_FORMATS]
+    if unknown:
+        raise ValueError(f"unknown format {unknown[0]!r} (known: {', '.join(LOWER_FORMATS)})")
+    return tuple(dict.fromkeys(value))
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "debounce_ms": _number(0, 60_000, integer=True),
     "timeout_s": lambda v: float(_number(*TIMEOUT_RANGE_S, integer=False)(v)),
@@ -119,6 +133,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache": _bool,
     "cache_dir": _folder,
     "strict": _bool,
+    "lower": _formats,
 }
 
 

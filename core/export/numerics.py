@@ -54,5 +54,5 @@ def compare(name: str, actual: Any, expected: Any) -> OutputComparison:
     nonzero = scale > 0
     max_abs = float(diff.max())
     max_rel = float((diff[nonzero] / scale[nonzero]).max()) if bool(nonzero.any()) else (0.0 if max_abs == 0 else float("inf"))
-    ok = bool((diff <= atol + rtol * scale).all())
+    ok = bool((same | (diff <= atol + rtol * scale)).all())  # NaN's scale is NaN: "same" decides there
     return OutputComparison(name, dtype, max_abs, max_rel, atol, rtol, ok=ok)

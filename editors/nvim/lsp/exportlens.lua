@@ -29,8 +29,8 @@
 --- })
 --- ```
 --- Settings (section `exportlens`, snake_case or camelCase): `debounceMs`, `timeoutS`,
---- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `diagnostics` (a map of code
---- to false, or a list of codes to hide). `timeoutS`, `memoryMb` and `strict` set here
+--- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `lower` (`{ 'onnx' }`), `diagnostics`
+--- (a map of code to false, or a list of codes to hide). `timeoutS`, `memoryMb`, `strict`, `lower` set here
 --- override `[tool.exportlens]` in pyproject.toml, so leave them unset to use the project's.
 --- Commands `:ExportlensReexport`, `:ExportlensShowGraph`, `:ExportlensClearCache`
 --- and `:checkhealth exportlens` come with the plugin; see `:help exportlens`.

@@ -4,7 +4,7 @@
 // The same object goes out as `initializationOptions.exportlens` and as
 // `workspace/didChangeConfiguration` `settings.exportlens`. Every key is always present;
 // `null` means "the user did not set this": the server then takes the value from the
-// project's `[tool.exportlens]` (timeout, memory, strict) or its own default. Sending the
+// project's `[tool.exportlens]` (timeout, memory, strict, lower) or its own default. Sending the
 // editor's defaults as if set would silently override every project's pyproject.
 
 /** The diagnostic codes (docs/contract.md, docs/diagnostics.md), for checking the `diagnostics` setting. */
@@ -29,7 +29,13 @@ export const DIAGNOSTIC_CODES: readonly string[] = [
     'timeout',
     'worker-crash',
     'out-of-memory',
+    'lowering/onnx-unsupported',
+    'lowering/onnx-error',
+    'lowering/onnx-mismatch',
 ];
+
+/** The formats a target can be lowered to (the `lower` setting, `[tool.exportlens] lower`). */
+export const LOWER_FORMATS: readonly string[] = ['onnx'];
 
 /** The wire object: camelCase keys, `null` = not set by the user. */
 export interface ServerSettings {
@@ -40,6 +46,7 @@ export interface ServerSettings {
     cacheDir: string | null; // null also when set to null/"" (the server's default folder)
     cache: boolean | null;
     strict: boolean | null;
+    lower: string[] | null; // [] lowers nothing, whatever pyproject says
     diagnostics: Record<string, boolean> | null; // code -> shown
 }
 
@@ -52,6 +59,7 @@ export const SERVER_DEFAULTS = {
     cacheDir: null,
     cache: true,
     strict: false,
+    lower: [],
     diagnostics: {},
 } as const;
 
@@ -110,6 +118,17 @@ function booleanSetting(key: 'cache' | 'strict', value: unknown, problems: strin
     }
     problems.push(
         `exportlens.${key}: expected true or false, got ${JSON.stringify(value)}; using the default ${SERVER_DEFAULTS[key]}`,
+    );
+    return null;
+}
+
+function lowerSetting(value: unknown, problems: string[]): string[] | null {
+    if (Array.isArray(value) && value.every((v) => typeof v === 'string' && LOWER_FORMATS.includes(v))) {
+        return [...new Set(value as string[])];
+    }
+    problems.push(
+        `exportlens.lower: expected a list of formats (${LOWER_FORMATS.join(', ')}), got ${JSON.stringify(value)}; ` +
+            `using the project's [tool.exportlens] lower, else none`,
     );
     return null;
 }
@@ -175,6 +194,7 @@ export function toServerSettings(read: SettingReader): MappedSettings {
         cacheDir: pick('cacheDir', (v) => cacheDirSetting(v, problems)),
         cache: pick('cache', (v) => booleanSetting('cache', v, problems)),
         strict: pick('strict', (v) => booleanSetting('strict', v, problems)),
+        lower: pick('lower', (v) => lowerSetting(v, problems)),
         diagnostics: pick('diagnostics', (v) => diagnosticsSetting(v, problems)),
     };
     return { settings, problems };

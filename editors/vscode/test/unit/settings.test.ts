@@ -25,6 +25,7 @@ const ALL_NULL: ServerSettings = {
     cacheDir: null,
     cache: null,
     strict: null,
+    lower: null,
     diagnostics: null,
 };
 
@@ -50,6 +51,7 @@ test('every setting is carried under its camelCase key', () => {
             cacheDir: '/tmp/exportlens-cache',
             cache: false,
             strict: true,
+            lower: ['onnx'],
             diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
         }),
     );
@@ -62,6 +64,7 @@ test('every setting is carried under its camelCase key', () => {
         cacheDir: '/tmp/exportlens-cache',
         cache: false,
         strict: true,
+        lower: ['onnx'],
         diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
     });
     assert.deepEqual(initializationOptions(settings), { exportlens: settings });
@@ -86,7 +89,7 @@ test('unknown codes and non-boolean switches are dropped with one message each',
 
 test('bad values fall back to the server default (null) and say which setting and why', () => {
     const { settings, problems } = toServerSettings(
-        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, cacheDir: 42, diagnostics: 7 }),
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], cacheDir: 42, diagnostics: 7 }),
     );
     assert.deepEqual(settings, ALL_NULL);
     const named = problems.map((p) => p.split(':')[0]);
@@ -98,6 +101,7 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.cacheDir',
         'exportlens.cache',
         'exportlens.strict',
+        'exportlens.lower',
         'exportlens.diagnostics',
     ]);
     assert.match(problems[0], /using the default 300/);
@@ -136,4 +140,12 @@ test('restart only for settings a running server cannot take', () => {
     assert.equal(needsRestart(affects(['exportlens.workers'])), true);
     assert.equal(needsRestart(affects(['exportlens.timeout', 'exportlens.diagnostics'])), false);
     assert.equal(needsRestart(affects(['python.defaultInterpreterPath'])), false);
+});
+
+test('lower: a list of known formats; [] turns lowering off over pyproject', () => {
+    assert.deepEqual(toServerSettings(reader({ lower: ['onnx', 'onnx'] })).settings.lower, ['onnx']);
+    assert.deepEqual(toServerSettings(reader({ lower: [] })).settings.lower, []);
+    const { settings, problems } = toServerSettings(reader({ lower: 'onnx' }));
+    assert.equal(settings.lower, null);
+    assert.match(problems[0], /exportlens\.lower: expected a list of formats \(onnx\)/);
 });
