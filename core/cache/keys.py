@@ -30,7 +30,8 @@ from exportlens.core.project.settings import find_pyproject, pyproject_targets
 # schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
 # whose shape is covered by the exportlens code fingerprint below.)
 # 2: dependencies may be "absent" (negative) and include project files the model read.
-CACHE_FORMAT = 2
+# 3: a third kind of file, the tokens manifest (a result reused across comment edits).
+CACHE_FORMAT = 3
 
 # The state of a dependency that is not there (see ``file_state``).
 ABSENT = "absent"
@@ -142,6 +143,16 @@ def _targets_setting(request: ExportRequest) -> list[Any]:
 
 def first_key(request: ExportRequest, source: bytes) -> str:
     """The manifest's key: everything except the local imports."""
+    return _first_key(request, b"\x00source\x00" + hashlib.sha256(source).digest())
+
+
+def token_first_key(request: ExportRequest, tokens: str) -> str:
+    """The tokens manifest's key: as ``first_key``, with the file's token key
+    (``exportlens.core.source.tokens``) in place of its bytes."""
+    return _first_key(request, b"\x00tokens\x00" + tokens.encode())
+
+
+def _first_key(request: ExportRequest, source: bytes) -> str:
     settings = [
         os.path.abspath(request.path),
         request.root,
@@ -156,8 +167,7 @@ def first_key(request: ExportRequest, source: bytes) -> str:
         *([list(request.lower), request.keep_lowered, lowering_versions()] if request.lower else []),
     ]
     h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=repr).encode())
-    h.update(b"\x00source\x00")
-    h.update(hashlib.sha256(source).digest())
+    h.update(source)
     return h.hexdigest()
 
 

@@ -15,6 +15,14 @@ A lookup reads the manifest, takes each dependency's state as it is now (one tha
 cannot be read is a miss) and reads the entry. Editing a helper module, fixing one
 that raised, or creating one that was missing changes the second key.
 
+A third file, the *tokens manifest*, is keyed like the manifest but by the file's
+tokens without comments and blank lines (``exportlens.core.source.tokens``) instead
+of its bytes, and keeps the text the result was made from. A lookup whose bytes miss
+tries it: when only comments or blank lines changed, the stored result is served
+with every line moved to the new text (``exportlens.core.cache.remap``), and no
+export runs. A file (or a local module it imports) that can see its own source or
+line numbers gets no tokens manifest: only its exact bytes reuse a result.
+
 Files are written to a temporary file in the same folder and renamed into place, so
 a reader sees a whole old file or a whole new one, and two writers of one key leave
 one valid entry. Each file carries a header (magic, format version, length, digest
@@ -36,19 +44,21 @@ from pathlib import Path
 from typing import Any
 
 from exportlens.core.cache.atomic import write_atomic
-from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT, first_key, second_key, source_bytes
+from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT, first_key, second_key, source_bytes, token_first_key
+from exportlens.core.cache.remap import FileMap, remap
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.plain import from_plain, pack
 from exportlens.core.model.results import FileResult
 from exportlens.core.serde.codec import unpack as bounded_unpack
+from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 
 log = logging.getLogger("exportlens.cache")
 
 MAGIC = b"ELC\x00"
 # magic, format, kind, payload length, sha256 of the payload
 HEADER = struct.Struct(">4sHBI32s")
-KIND_ENTRY, KIND_MANIFEST = 1, 2
-SUFFIX = {KIND_ENTRY: ".entry", KIND_MANIFEST: ".manifest"}
+KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS = 1, 2, 3
+SUFFIX = {KIND_ENTRY: ".entry", KIND_MANIFEST: ".manifest", KIND_TOKENS: ".tokens"}
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger cache files are refused on read (and not written)
 RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
@@ -56,7 +66,7 @@ STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
 EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
 
 UNCACHEABLE_CODES = frozenset({"timeout", "out-of-memory", "worker-crash"})
-_CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest)$")
+_CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest|tokens)$")
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
 _TEMP_PREFIX = ".tmp-"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is a cache of exportlens results; see exportlens cache clear.\n"
@@ -130,6 +140,7 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
         self.corrupt = 0  # misses because a file was unreadable
+        self.moved = 0  # hits served with their lines moved (a comment-only edit)
         self._lock = threading.Lock()
         # request -> (sha256 of the source seen at lookup, time of the lookup): a
         # store only keeps a result whose inputs did not change while it was made.
@@ -271,7 +282,7 @@ class ResultCache:
             key1 = first_key(request, source)
             manifest = self._read(key1, KIND_MANIFEST)
             if manifest is None:
-                return None
+                return self._lookup_moved(request, source)
             deps = manifest.get("deps")
             if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
                 self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad dependency list"))
@@ -294,6 +305,46 @@ class ResultCache:
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
             log.warning("cache lookup of %s failed: %s", request.path, e)
             return None
+
+    def _lookup_moved(self, request: ExportRequest, source: bytes) -> FileResult | None:
+        """The result of a text with the same tokens (only comments or blank lines
+        differ), its lines moved to ``source``; None when there is none or it cannot
+        be moved soundly."""
+        tokens = tokens_of(source)
+        if tokens is None or tokens.introspects:
+            return None
+        key = token_first_key(request, tokens.key)
+        found = self._read(key, KIND_TOKENS)
+        if found is None:
+            return None
+        key1, deps, old = found.get("key1"), found.get("deps"), found.get("source")
+        if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
+            self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
+            return None
+        if old == source:
+            return None  # the same bytes missed by their own key (a bad or evicted file): a miss
+        key2 = second_key(key1, deps)
+        entry = self._read(key2, KIND_ENTRY) if key2 is not None else None
+        if entry is None or key2 is None:
+            return None
+        lines = line_map(old, source)
+        if lines is None:
+            return None
+        try:
+            stored = from_plain(FileResult, entry.get("result"))
+        except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
+            self._corrupt(self._path(key2, KIND_ENTRY), e)
+            return None
+        if stored.path != request.path:
+            return None
+        result = remap(stored, [FileMap(request.path, old, lines)])
+        if result is None:
+            log.debug("%s: the stored result's lines cannot be moved soundly; exporting", request.path)
+            return None
+        with self._lock:
+            self.moved += 1
+        self._touch(self._path(key, KIND_TOKENS), self._path(key2, KIND_ENTRY))
+        return result
 
     def _touch(self, *paths: Path) -> None:
         """Mark as recently used, for eviction."""
@@ -340,7 +391,31 @@ class ResultCache:
         # The entry first: a manifest should not name an entry that is not there yet.
         written = self._write(self._path(key2, KIND_ENTRY), entry)
         written += self._write(self._path(key1, KIND_MANIFEST), manifest)
+        written += self._store_tokens(request, source, key1, deps, states)
         self._account(written)
+
+    def _store_tokens(self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None) -> int:
+        """Write the tokens manifest when comment-only edits may reuse this result:
+        neither the file nor a local module it ran spells a way to see its own
+        source or line numbers. Bytes written."""
+        tokens = tokens_of(source)
+        if tokens is None or tokens.introspects:
+            return 0
+        for i, dep in enumerate(deps):
+            if not dep.endswith(".py") or (states is not None and states[i] == ABSENT):
+                continue
+            try:
+                with open(dep, "rb") as f:
+                    data = f.read()
+            except OSError:
+                return 0
+            if states is not None and hashlib.sha256(data).hexdigest() != states[i]:
+                return 0  # changed since the export read it: cannot tell what it spelled
+            if reads_own_source(data):
+                return 0
+        key = token_first_key(request, tokens.key)
+        data = encode_file(KIND_TOKENS, pack({"key": key, "key1": key1, "deps": deps, "source": source}))
+        return self._write(self._path(key, KIND_TOKENS), data)
 
     def _ensure_directory(self) -> None:
         if not self.directory.is_dir():

@@ -26,6 +26,7 @@ from exportlens.core.cache.store import (
     HEADER,
     KIND_ENTRY,
     KIND_MANIFEST,
+    KIND_TOKENS,
     MAGIC,
     ResultCache,
     cacheable,
@@ -36,6 +37,7 @@ from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.plain import pack
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
+from exportlens.core.source.tokens import token_key
 
 MODEL = "from helpers import WIDTH\nimport torch\nmodel = torch.nn.Linear(8, WIDTH)\nexample_args = (torch.randn(2, 8),)\n"
 
@@ -95,7 +97,7 @@ def test_a_hit_returns_an_equal_result(project: Project, cache: ResultCache) -> 
 
 
 def _edit_source(p: Project) -> ExportRequest:
-    p.model.write_text(MODEL + "# edited\n")
+    p.model.write_text(MODEL + "EDITED = 1\n")  # code: a comment alone keeps the result (tokens)
     return p.request()
 
 
@@ -405,7 +407,8 @@ def test_concurrent_writers_leave_one_valid_entry_and_readers_see_whole_ones(pro
 
 
 def _store_keys(project: Project, cache: ResultCache, count: int) -> list[ExportRequest]:
-    requests = [project.request(source=MODEL + f"# {i:03}\n") for i in range(count)]
+    # Distinct code, not comments: texts differing only in comments share a tokens manifest.
+    requests = [project.request(source=MODEL + f"V{i:03} = 1\n") for i in range(count)]
     for r in requests:
         cache.store(r, project.result())
     return requests
@@ -420,11 +423,12 @@ def test_eviction_removes_least_recently_used_first(project: Project, tmp_path: 
         key1 = cachekey.first_key(r, cachekey.source_bytes(r))
         key2 = cachekey.second_key(key1, [str(project.helpers)])
         assert key2 is not None
-        for path in (seed._path(key1, KIND_MANIFEST), seed._path(key2, KIND_ENTRY)):
+        tokens = seed._path(cachekey.token_first_key(r, token_key(cachekey.source_bytes(r)) or ""), KIND_TOKENS)
+        for path in (seed._path(key1, KIND_MANIFEST), seed._path(key2, KIND_ENTRY), tokens):
             os.utime(path, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
     cache = ResultCache(tmp_path / "cache", max_bytes=int(pair * 4.5))
     assert cache.lookup(requests[0]) is not None  # ...but it was just used
-    cache.store(project.request(source=MODEL + "# new\n"), project.result())
+    cache.store(project.request(source=MODEL + "NEW = 1\n"), project.result())
     assert cache.size() <= cache.max_bytes
     kept = [i for i, r in enumerate(requests) if ResultCache(tmp_path / "cache").lookup(r) is not None]
     assert kept == [0, 4, 5]
