@@ -54,6 +54,9 @@ class Session:
         self.results: dict[str, FileResult] = {}  # real path -> last result
         self.shown: dict[str, object] = {}  # real path -> what its last printed report said
         self.files: list[str] = []
+        # Watch what this round depends on; called before the summary says "watching",
+        # so a save made as soon as it is read is seen.
+        self.rewatch: Callable[[], None] = lambda: None
 
     def round(self, pool: WorkerPool, changed: set[str] | None) -> None:
         """Check what ``changed`` makes stale (None: everything) and print what differs."""
@@ -69,6 +72,7 @@ class Session:
             todo = [f for real, f in current.items() if self._stale(real, changed)]
         gone = [real for real in self.results if real not in current]
         if changed is not None and not todo and not gone:
+            self.rewatch()  # a new folder may have appeared
             return
         batch = self._run(todo, pool)
         for real in gone:
@@ -86,6 +90,7 @@ class Session:
         printed = self._print_changes({**fresh, **extra}, stale_extra, initial=changed is None)
         every = sorted([*self.results.values(), *extra.values()], key=lambda r: r.path)
         same = "" if printed or changed is None else "the report is unchanged. "
+        self.rewatch()
         print(same + summary(every, time.perf_counter() - started, cached=batch.hits) + "; watching for changes (Ctrl-C to stop)")
         sys.stdout.flush()
 
@@ -160,9 +165,9 @@ def watch(session: Session, jobs: int | None) -> int:
     try:
         thread.start()
         pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(survey(session.paths).files) or 1)))
+        session.rewatch = lambda: _rewatch(loop, watcher, session)
         session.round(pool, None)
         while True:
-            _rewatch(loop, watcher, session)
             changed = changes.get()
             while not changes.empty():  # a burst that outlasted the watcher's coalescing
                 changed |= changes.get_nowait()

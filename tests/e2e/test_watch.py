@@ -1,0 +1,138 @@
+"""``exportlens check --watch`` as a user runs it: in its own process group (as a
+terminal's foreground job), a save of the module the model imports reported on its
+own, then Ctrl-C (SIGINT to the whole group, as the terminal sends it) ends the
+command and every worker and job process it started."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+MODEL = """import torch
+from helper import scale
+
+
+class Tiny(torch.nn.Module):
+    def forward(self, x):
+        return scale(x) + 1
+
+
+model = Tiny()
+example_args = (torch.randn(3),)
+"""
+
+CLEAN = "def scale(x):\n    return x * 2\n"
+MUTATING = "def scale(x):\n    x.add_(1)\n    return x * 2\n"
+
+
+class Lines:
+    """The command's stdout, line by line, waited on with a deadline (no sleeps)."""
+
+    def __init__(self, stream: object) -> None:
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def until(self, needle: str, timeout: float = 180) -> list[str]:
+        """The lines up to and including the first that contains ``needle``."""
+        got: list[str] = []
+        while True:
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no {needle!r} within {timeout:g} s; so far: {self.seen}") from None
+            assert line is not None, f"the command ended before {needle!r}: {self.seen}"
+            got.append(line)
+            self.seen.append(line)
+            if needle in line:
+                return got
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "helper.py").write_text(CLEAN)
+    (tmp_path / "model.py").write_text(MODEL)
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exportlens", "check", "--watch", "--no-signatures", "--jobs", "2"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        first = lines.until("watching for changes")
+        assert first[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): no diagnostics"), first
+
+        (tmp_path / "helper.py").write_text(MUTATING)  # the module the model imports, not the model
+        second = lines.until("watching for changes")
+        assert any(line.endswith("helper.py changed: checked 1 file") for line in second), second
+        assert any(line.startswith("model.py:7:9: mutation/user-input") for line in second), second
+        assert second[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): 1 warning"), second
+
+        (tmp_path / "helper.py").write_text(CLEAN)  # fixed again: said once, nothing else reprinted
+        third = lines.until("watching for changes")
+        assert "model.py: no diagnostics now" in third and not any("mutation/" in line for line in third), third
+
+        (tmp_path / "notes.txt").write_text("not python")  # nothing a model depends on: nothing printed
+        (tmp_path / "model.py").write_text(MODEL + "\n# a comment\n")
+        fourth = lines.until("watching for changes")
+        assert any(line.endswith("model.py changed: checked 1 file") for line in fourth), fourth
+        assert fourth[-1].startswith("the report is unchanged. Checked 1 file"), fourth
+
+        workers = descendants(proc.pid)
+        assert workers, "the workers should be running while it watches"
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
+        assert proc.wait(timeout=60) == 130
+        assert proc.stderr is not None and "stopped watching" in proc.stderr.read()
+        left = [pid for pid in workers if alive(pid)]
+        assert not left, f"worker processes left behind: {left}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_watch_refuses_a_machine_format() -> None:
+    proc = subprocess.run([sys.executable, "-m", "exportlens", "check", "--watch", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--watch prints the text report" in proc.stderr
