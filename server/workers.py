@@ -6,8 +6,10 @@
 ``call_soon_threadsafe``. Cancelling the awaiting task cancels the request, which
 kills its job process at once (nothing waits for it).
 
-Workers start lazily, on the first export that missed the cache, and then stay
-warm. Like esbonio's child process client, the bridge has an explicit state and
+Workers start on the first export that missed the cache, or earlier with
+``warm()`` (the server calls it at ``initialize`` when the workspace has a model
+file: ``exportlens.server.warmup``), and then stay warm. Like esbonio's child
+process client, the bridge has an explicit state and
 one ``_set_state`` that logs each transition.
 """
 
@@ -87,6 +89,12 @@ class ExportBridge:
             self._futures.pop(request.id, None)
             self._busy_changed()
 
+    def warm(self) -> None:
+        """Start the workers now, before any request, so the first export finds torch
+        imported. Nothing once the bridge was closed (the server is shutting down)."""
+        if self.state is not WorkerState.EXITED:
+            self._ensure_started()
+
     async def close(self) -> None:
         """Stop the pool and its thread; requests still waiting fail with BridgeClosed."""
         pool, thread = self._pool, self._thread
@@ -95,6 +103,7 @@ class ExportBridge:
             if not future.done():
                 future.set_exception(BridgeClosed("the workers were stopped"))
         if pool is None:
+            self._set_state(WorkerState.EXITED)  # a warm-up still to come must not start one
             return
         self._stop.set()
         pool.wake()

@@ -1,7 +1,8 @@
 """Lifecycle, text synchronisation and configuration.
 
 - ``initialize``: read ``initializationOptions``, decide push or pull diagnostics and
-  whether the client takes ``$/progress``.
+  whether the client takes ``$/progress``; start warming a worker when the workspace
+  has a model file (``exportlens.server.warmup``).
 - ``textDocument/didOpen`` / ``didSave``: export at once; ``didChange``: export the
   buffer after the debounce; ``didClose``: stop and clear its diagnostics.
 - ``workspace/didChangeConfiguration``: new settings (pushed in the notification,
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.server import config
+from exportlens.server import config, warmup
 from exportlens.server.features import diagnostics
 from exportlens.server.state import DocumentState
 
@@ -133,6 +134,8 @@ def register(server: Host) -> None:
             diagnostics.register(ls)
         ls.supports_progress = bool(caps.window and caps.window.work_done_progress)
         apply_settings(ls)
+        folders = warmup.workspace_folders(params.root_uri, params.root_path, [f.uri for f in params.workspace_folders or []])
+        ls.background(warmup.warm_if_models(ls, folders), "warming a worker")
 
     @server.feature(types.INITIALIZED)
     @guarded("initialized")

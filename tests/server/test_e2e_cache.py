@@ -1,4 +1,4 @@
-"""A cached result survives a server restart: reopening publishes without a worker."""
+"""A cached result survives a server restart: reopening publishes without an export."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ async def test_reopen_after_restart_is_served_from_the_cache(tmp_path: Path) -> 
         doc.open()
         assert codes(await client.diagnostics_for(doc.uri, 1)) == first
         status = await client.command("exportlens.status", doc.uri)
-        # Served from the cache: no worker process was ever started by this server.
-        assert status["cached"] is True and status["workers"] == "not-started"
-        assert not any("worker" in m.message and "starting" in m.message for m in client.log_messages)
+        # Served from the cache: no export ran (each reports work-done progress). The
+        # worker may be warming all the same: the workspace has a model file.
+        assert status["cached"] is True and status["workers"] in ("not-started", "starting", "ready")
         assert client.progress_reports == {}
         # An edit that the cache has not seen needs a worker after all.
         edited = doc.replace("add_(1)", "add_(2)")
