@@ -14,7 +14,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, deps
+from exportlens.core.export import analyze, attributes, deps
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -151,14 +151,14 @@ def export_target(
 
     if failure is not None:
         found = diagnose_failure(failure, built, candidate, loaded, sources)
-        found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
+        found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
         return TargetResult(name, line, "error", export_ms, module_class=_class_line(type(built.module), sources)), found
 
     from exportlens.core.export.extract import extract_signature, graph_text
 
     signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs, sources=sources)
     found = analyze.mutation_diagnostics(signature, name, candidate.where)
-    found += analyze.tensor_attribute_diagnostics(warning_texts, loaded.index, name, candidate.where)
+    found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     found += analyze.signature_diagnostics(
         signature,

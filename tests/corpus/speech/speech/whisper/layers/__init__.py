@@ -1,0 +1,3 @@
+from speech.whisper.layers.attention import MultiHeadAttention, ResidualAttentionBlock
+
+__all__ = ["MultiHeadAttention", "ResidualAttentionBlock"]
