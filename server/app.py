@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
-from exportlens.server import exports, framing
+from exportlens.server import exports, framing, views
 from exportlens.server.config import Settings, overrides
 from exportlens.server.features import commands, documents, hover
 from exportlens.server.features.progress import JobProgress
@@ -195,6 +195,7 @@ class ExportLensServer(LanguageServer):
                 changed = ", ".join(sorted(os.path.basename(p) for p in stale))
                 self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
                 self.scheduler.schedule(uri, delay=False)
+        views.stale_views(self, paths)  # open model modules: their view's inputs
 
     def watch_dependencies(self) -> None:
         if self.watcher is None:

@@ -21,6 +21,7 @@ from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
+from exportlens.server import views
 from exportlens.server.features import diagnostics
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
@@ -56,13 +57,14 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     document = server.workspace.get_text_document(uri)
     text, version = document.source, document.version
     if not declares_targets(state.path, text):
-        # Not a model file (or no longer one): nothing to export, nothing to show.
-        if state.declares or state.result is not None:
+        # Not a model file (or no longer one): what the targets that import it found here.
+        if state.declares:
             state.declares, state.result, state.index = False, None, None
             state.result_lines, state.result_version = split_lines(text), version
             diagnostics.publish(server, state)
+        await views.show_module(server, state, generation)
         return
-    state.declares = True
+    state.declares, state.view = True, False
     pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
     request = pipeline.request(state.path, id=server.bridge.next_id(), source=text)
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
@@ -84,6 +86,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     diagnostics.publish(server, state)
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
+    views.refresh(server, result)  # the open modules it imports show it too
 
 
 async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:

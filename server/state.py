@@ -27,6 +27,7 @@ class DocumentState:
     index: Any = None
     index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
     declares: bool = False  # the buffer declares targets (else nothing is exported)
+    view: bool = False  # declares none: ``result`` is the view of the targets that import it
     failure: str | None = None  # the last export's own failure (not a diagnostic), for status
 
     @property

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 
-from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, SourceLine
 
 
@@ -90,3 +90,22 @@ def view_for(path: str, results: Iterable[FileResult]) -> FileResult:
         local_imports=tuple(ordered),
         local_import_hashes=tuple(imports[p] for p in ordered),
     ).sorted()
+
+
+def at_declaration(d: Diagnostic, path: str) -> Diagnostic | None:
+    """A diagnostic found in a local module, as the declaring file ``path`` shows it:
+    at the line of the target that found it (its related information back to the
+    target), its message naming the module's line, and that line first among its
+    related locations. None when ``d`` has no line in ``path`` to stand on. An editor
+    publishes ``d`` itself in the module (``view_for``); showing it in the declaring
+    file at the module's line number would point at an unrelated line there."""
+    real = _real(path)
+    if d.path is None or _real(d.path) == real:
+        return replace(d, path=None)
+    back = next((r for r in reversed(d.related) if _real(r.path) == real), None)
+    if back is None:
+        return None
+    here = Related(d.path, d.line, "where the code is", d.column)
+    others = tuple(r for r in d.related if r is not back)
+    message = f"{os.path.basename(d.path)}:{d.line}: {d.message}"
+    return replace(d, message=message, line=back.line, column=back.column, end_line=None, end_column=None, related=(here, *others), path=None)

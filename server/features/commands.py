@@ -23,6 +23,8 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from exportlens.core.project.files import declares_targets
+
 # A runtime import (not TYPE_CHECKING): pygls reads command handlers' type hints.
 from exportlens.server.host import Host
 
@@ -72,9 +74,9 @@ def status(server: Host, uri: str) -> dict[str, Any]:
         return {"state": "idle", "errors": 0, "targets": [], "version": None, "cached": False, "workers": workers, "settings": settings}
     result = state.result
     errors = sum(d.severity == "error" for d in result.diagnostics) if result else 0
-    if server.scheduler.busy(uri):
-        label = "exporting"
-    elif result is None or not state.declares:
+    if server.scheduler.busy(uri) and (state.declares or state.view or declares_targets(state.path, server.workspace.get_text_document(uri).source)):
+        label = "exporting"  # a plain file, whose run only looks for the targets that import it: idle
+    elif result is None or not (state.declares or state.view):  # a model module shows its view
         label = "error" if state.failure else "idle"
     else:
         label = "error" if errors else "ok"

@@ -7,6 +7,10 @@ again (``workspace/diagnostic/refresh``), because exports also finish out of ban
 (a helper module changed on disk); otherwise the server pushes, with the document
 version the result was made for.
 
+A diagnostic whose line is in a local module the target imports (``Diagnostic.path``)
+is published in that module when it is open (``exportlens.server.views``); the
+declaring file shows it at the target's line, naming the module's line.
+
 Core diagnostics are 1-based lines with UTF-8 byte columns; ``to_lsp`` turns them
 into 0-based ranges in the negotiated position encoding, using the exact text the
 result was made from.
@@ -22,6 +26,7 @@ from lsprotocol import types
 from pygls import uris
 
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
+from exportlens.core.model.views import at_declaration
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 
 if TYPE_CHECKING:
@@ -114,8 +119,11 @@ def publish(server: Host, state: DocumentState) -> None:
     encoding = str(server.workspace.position_encoding or "utf-16")
     items: list[types.Diagnostic] = []
     if state.result is not None:
-        for d in state.result.diagnostics:
-            if not disabled.enabled(d.code):
+        for found in state.result.diagnostics:
+            # A line in a local module is published there (``views``); here it
+            # stands at the target that found it, never at the module's line number.
+            d = at_declaration(found, state.path)
+            if d is None or not disabled.enabled(d.code):
                 continue
             try:
                 items.append(to_lsp(d, state.result_lines, state.path, encoding))

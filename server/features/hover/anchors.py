@@ -78,6 +78,8 @@ class Anchors:
         return md.target_hover(target, self._errors_of(target))
 
     def _target_line(self, target: TargetResult) -> None:
+        if target.line <= 0:
+            return  # a model module's view of a target whose class is elsewhere
         text = self.target_text(target)
         lines = [target.line]
         owner = self._defined_at(target.line)

@@ -1,0 +1,170 @@
+"""An open model module (``pkg/model.py``, declaring no target) shows what the
+targets that exercise it found there.
+
+A real project keeps its model classes in their own modules and declares targets
+elsewhere; the file being edited is the module. Its result is the view
+(``exportlens.core.model.views.view_for``) of the project's model files whose run
+imported it: the diagnostics at its lines (related information names the target)
+and the specs whose lines are there, for hovers. Each model file's result comes from
+what is already open (the declaring file's last published result), else the cache
+(the pipeline's lookup, keyed on the module's bytes on disk), else an export on the
+server's worker bridge, stored like any other; a fresh cache never starts a worker.
+Only the model files whose text can reach the module through the project's imports
+are asked (``_model_files``): opening a script that no model imports exports nothing.
+
+The view is made from the module *on disk* (what the exports read), so its lines
+are the saved file's: the hover index answers only on lines the buffer still has
+unchanged, and a save (or any export of a declaring file that imports the module)
+makes the view again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from exportlens.core.model.results import FileResult
+from exportlens.core.model.views import view_for
+from exportlens.core.project.files import SKIP_DIRS, root_of, survey
+from exportlens.server.features import diagnostics
+from exportlens.server.positions import split_lines
+
+if TYPE_CHECKING:
+    from exportlens.server.host import Host
+    from exportlens.server.state import DocumentState
+
+log = logging.getLogger(__name__)
+
+MAX_READ = 4 << 20  # an import is near the top; a generated 100 MB file is not read whole
+
+
+def _name(path: str) -> bytes:
+    """The name an import of ``path`` spells: its stem, or its package's folder."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.fsencode(os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem)
+
+
+def _python_files(root: str) -> dict[str, bytes]:
+    """Every regular ``.py`` file under ``root`` (skipping what ``check`` skips), by real path."""
+    out: dict[str, bytes] = {}
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        for name in names:
+            full = os.path.join(directory, name)
+            if name.endswith(".py") and os.path.isfile(full):  # never a FIFO
+                try:
+                    with open(full, "rb") as f:
+                        out[os.path.realpath(full)] = f.read(MAX_READ)
+                except OSError:
+                    continue
+    return out
+
+
+def _model_files(path: str) -> list[str]:
+    """The model files of ``path``'s project that may import it, directly or through
+    other local modules (walks the tree: on the io thread). A file may import it when
+    its text names it, or names a file that may: a static over-approximation, so a
+    file that cannot reach the module is never exported just to find that out."""
+    real = os.path.realpath(path)
+    texts = _python_files(root_of(path))
+    reached, names, grew = {real}, {_name(real)}, True
+    while grew:
+        spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in sorted(names)) + rb")\b")
+        grew = False
+        for file, text in texts.items():
+            if file not in reached and spelled.search(text):
+                reached.add(file)
+                names.add(_name(file))
+                grew = True
+    return [f for f in survey([root_of(path)]).files if os.path.realpath(f) in reached - {real}]
+
+
+def _disk_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+async def _result_of(server: Host, file: str) -> tuple[FileResult | None, bool]:
+    """``file``'s result: the open document's, the cache's, else a fresh export;
+    whether it took an export."""
+    from exportlens.server.exports import _lookup, _run_on_worker  # the one export path
+
+    real = os.path.realpath(file)
+    for other in server.documents.values():
+        if other.declares and os.path.realpath(other.path) == real:
+            # Open: its own export is (or will be) published, and refreshes the view then.
+            return other.result, False
+    pipeline = server.pipeline
+    request = pipeline.request(file, id=server.bridge.next_id())
+    found = await _lookup(server, pipeline, request)
+    if found is not None:
+        return found, False
+    server.log_message(f"exportlens: {os.path.basename(file)} is not in the cache; exporting it to show what it does to an open module", types.MessageType.Log)
+    found = await _run_on_worker(server, request)
+    if found is not None:
+        server.io.submit(pipeline.store, request, found)
+    return found, True
+
+
+async def show_module(server: Host, state: DocumentState, generation: int) -> None:
+    """Publish the view of the targets that exercise the module ``state``."""
+    from exportlens.server.exports import build_index
+
+    loop = asyncio.get_running_loop()
+    files = await loop.run_in_executor(server.io, _model_files, state.path)
+    got = [await _result_of(server, f) for f in files]
+    results = [r for r, _ in got if r is not None]
+    exported = any(e for _, e in got)
+    text = await loop.run_in_executor(server.io, _disk_text, state.path)
+    if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:
+        return  # a newer run (or a close) came in
+    had = state.result is not None
+    view = view_for(state.path, results) if text is not None else None
+    if view is not None and not view.targets and not view.diagnostics:
+        view = None  # no target runs this file: nothing to show, as for any other file
+    state.view = True
+    state.result, state.from_cache, state.index = view, not exported, None
+    if view is None:
+        if had:
+            state.result_lines = split_lines(_current(server, state))
+            diagnostics.publish(server, state)
+        return
+    assert text is not None
+    state.result_lines = split_lines(text)
+    # The document's version only when the buffer is what the view was made from.
+    state.result_version = state.version if _current(server, state) == text else None
+    diagnostics.publish(server, state)
+    server.watch_dependencies()
+    state.index_task = asyncio.ensure_future(build_index(server, state, text, view))
+
+
+def _current(server: Host, state: DocumentState) -> str:
+    return server.workspace.get_text_document(state.uri).source
+
+
+def refresh(server: Host, result: FileResult) -> None:
+    """A declaring file's result changed: make the view of every open module it
+    imports again (from the results now open or cached)."""
+    imported = {os.path.realpath(p) for p in result.local_imports}
+    for uri, other in list(server.documents.items()):
+        if not other.declares and os.path.realpath(other.path) in imported:
+            server.scheduler.schedule(uri, delay=False)
+
+
+def stale_views(server: Host, paths: set[str]) -> None:
+    """Files changed on disk: a module's view depends on the module itself (its
+    saved bytes are what the exports read) and on everything its view's runs read."""
+    for uri, state in list(server.documents.items()):
+        if state.declares or not state.view:
+            continue
+        deps = {os.path.realpath(state.path)} | ({os.path.realpath(p) for p in state.result.local_imports} if state.result else set())
+        if deps & paths:
+            server.scheduler.schedule(uri, delay=False)
