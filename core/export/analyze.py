@@ -245,15 +245,18 @@ def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | 
     return forward.returns[-1] if forward and forward.returns else None
 
 
-def constraint_location(facts: ErrorFacts, index: SourceIndex, path: str, sources: Sources | None = None) -> tuple[SourceLine | None, tuple[Related, ...]]:
-    """A constraint violation points at the ``Dim`` declaration; the specialising
-    line in the model, when torch names it, becomes related information."""
+def constraint_location(
+    facts: ErrorFacts, index: SourceIndex, path: str, sources: Sources | None = None, within: tuple[int, int] | None = None
+) -> tuple[SourceLine | None, tuple[Related, ...]]:
+    """A constraint violation points at the ``Dim`` declaration (the target's own,
+    ``within`` its lines, when it declares one); the specialising line in the model,
+    when torch names it, becomes related information."""
     related: list[Related] = []
     where: SourceLine | None = None
     m = _DIM_NAMES.search(facts.message)
     names = [n.strip() for n in m.group(1).split(",")] if m else []
     for name in names:
-        decl = index.dim_declaration(name)
+        decl = index.dim_declaration(name, within)
         if decl is None:
             continue
         if where is None:

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, deps
+from exportlens.core.export import analyze, attributes, deps, shapes_spec
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -24,6 +24,7 @@ from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
 from exportlens.core.source.frames import Frame
 from exportlens.core.source.project import Sources
+from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import complete_range, statement_at
 
 Emit = Callable[[FromJob], None]
@@ -208,12 +209,16 @@ def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate,
     facts = _facts(failure)
     code = analyze.classify(facts)
 
+    if shapes_spec.malformed(facts):
+        # torch's own check, before tracing: no user frame; the declaration is the line.
+        declared = shapes_spec.declaration(index, _extent(candidate, index)) or candidate.where
+        return [Diagnostic.at(code, analyze.message_for(code, facts, name), declared, name)]
     if code == "data-dependent":
         collected = _data_dependent(built, sources, name)
         if collected:
             return collected
     if code == "constraint-violation":
-        where, related = analyze.constraint_location(facts, index, path, sources)
+        where, related = analyze.constraint_location(facts, index, path, sources, _extent(candidate, index))
         related = _specialisations(built, sources) + tuple(r for r in related if not r.message.startswith("the code"))
         if where is None and related:
             where = statement_at(sources.index(related[0].path), related[0].line)
@@ -254,6 +259,17 @@ def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate,
     return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name)]
 
 
+def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
+    """The lines of the target's declaration, decorators included: where its own
+    ``Dim``s are (None for the module-globals form, whose ``Dim``s are the file's)."""
+    if candidate.decl.form == "globals":
+        return None
+    line = candidate.where.line
+    spans = [(c.where.line, c.first_line, c.last_line) for c in index.classes.values()]
+    spans += [(f.where.line, f.first_line, f.last_line) for f in index.all_functions()]
+    return next(((first, last) for at, first, last in spans if at == line), None)
+
+
 def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame]]:
     """``(failure type, expression, frame in the file)`` for each problem
     ``draft_export`` records with a user stack, where ``export`` stops at the first."""
@@ -266,7 +282,11 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
         report = ep._report  # type: ignore[attr-defined]
     except BaseException:  # noqa: BLE001 - fall back to the first error alone
         return []
-    files: dict[Any, str] = dict(getattr(report, "str_to_filename", {}) or {})
+    # A report names files by ids of torch's process-wide intern table, and lists only
+    # the names first interned during its own run: the second target of a file finds
+    # the model's file under an id the first target's run interned.
+    files: dict[Any, str] = _interned_files()
+    files.update(getattr(report, "str_to_filename", {}) or {})
     out = []
     for failure in report.failures:
         data = failure.data if isinstance(failure.data, dict) else {}
@@ -278,6 +298,16 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
         if frame is not None:
             out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame))
     return out
+
+
+def _interned_files() -> dict[Any, str]:
+    """Id -> file name of every string torch's structured logging interned so far."""
+    try:
+        from torch._logging.structured import INTERN_TABLE
+
+        return {i: s for s, i in INTERN_TABLE.items()}
+    except (ImportError, AttributeError):
+        return {}
 
 
 def _data_dependent(built: Built, sources: Sources, name: str) -> list[Diagnostic]:

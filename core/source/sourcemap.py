@@ -79,6 +79,8 @@ class SourceIndex:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)  # module-level and nested
     global_assignments: dict[str, SourceLine] = field(default_factory=dict)
     dims: dict[str, SourceLine] = field(default_factory=dict)  # Dim name -> declaration
+    # Dim name -> every declaration: two targets in one file may each declare Dim("seq").
+    dim_all: dict[str, list[SourceLine]] = field(default_factory=dict)
     dim_variables: dict[str, str] = field(default_factory=dict)  # variable -> Dim name
     inplace_calls: dict[int, list[tuple[str, SourceLine]]] = field(default_factory=dict)
     # Why the index is empty or partial: the file nests deeper than Python's recursion
@@ -156,8 +158,14 @@ class SourceIndex:
             found.extend(c.late_assignments.get(attr, []))
         return sorted(found, key=lambda s: (s.line, s.column))
 
-    def dim_declaration(self, name: str) -> SourceLine | None:
-        """Where ``Dim("name")`` is declared, or the variable of that name."""
+    def dim_declaration(self, name: str, within: tuple[int, int] | None = None) -> SourceLine | None:
+        """Where ``Dim("name")`` is declared, or the variable of that name; with
+        ``within`` (a target's lines, decorators included), its own declaration there
+        first."""
+        if within is not None:
+            mine = [d for d in self.dim_all.get(name, []) if within[0] <= d.line <= within[1]]
+            if mine:
+                return mine[0]
         if name in self.dims:
             return self.dims[name]
         for variable, dim_name in self.dim_variables.items():
@@ -354,10 +362,12 @@ class _Visitor(ast.NodeVisitor):
             dim = _dim_name(node)
             if dim:
                 self.index.dims.setdefault(dim, span(node))
+                self.index.dim_all.setdefault(dim, []).append(span(node))
         elif name == "dims":
             for a in node.args:
                 if isinstance(a, ast.Constant) and isinstance(a.value, str):
                     self.index.dims.setdefault(a.value, span(node))
+                    self.index.dim_all.setdefault(a.value, []).append(span(node))
         elif name in _ATTR_REGISTER_CALLS and node.args:
             first = node.args[0]
             ctx = self._method_context()
