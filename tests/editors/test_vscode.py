@@ -145,6 +145,7 @@ UNSET = {
     "cacheDir": None,
     "cache": None,
     "strict": None,
+    "lower": None,
     "diagnostics": None,
 }
 

@@ -163,7 +163,7 @@ class FakePool:
 def pools(monkeypatch: pytest.MonkeyPatch) -> tuple[list[FakePool], list[str]]:
     started: list[FakePool] = []
     exported: list[str] = []
-    monkeypatch.setattr(pool_module, "WorkerPool", lambda jobs: FakePool(jobs, started, exported))
+    monkeypatch.setattr(pool_module, "WorkerPool", lambda jobs, **_: FakePool(jobs, started, exported))
     return started, exported
 
 
