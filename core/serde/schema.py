@@ -143,6 +143,11 @@ V_STR = 7  # [V_STR, sid]
 W_PARAMETER = 0
 W_BUFFER = 1
 W_CONSTANT = 2
+# A sparse tensor's record has bytes b"" and a seventh field
+# [layout sid, coalesced, part, ...], each part [dtype sid, shape, bytes]:
+# COO: indices, values; CSR: crow_indices, col_indices, values.
+SPARSE_COO = "sparse_coo"
+SPARSE_CSR = "sparse_csr"
 
 # -- diagnostics: [code, message, line, column, end line | nil, end column | nil, target | nil] --
 

@@ -69,3 +69,24 @@ def test_a_nested_tensor_attribute_is_reported_at_its_assignment_and_rnns_are_no
     assert "`self.block.attn.last_k`" in d["message"]
     assert "`CachingAttention.__init__`" in d["message"] and "register_buffer('last_k'" in d["message"]
     assert d["related"][-1]["line"] == _line_of(PKG / "targets.py", "def streaming")
+
+
+def test_whisper_saves_with_its_sparse_alignment_heads(tmp_path: Path) -> None:
+    # exportlens.save (dumps with weights) refused Whisper's sparse buffer outright.
+    import exportlens
+
+    sys.path.insert(0, str(CORPUS))
+    try:
+        fn = importlib.import_module("speech.targets").whisper
+        model, args = getattr(fn, "__wrapped__", fn)()
+    finally:
+        sys.path.remove(str(CORPUS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(model, args, strict=False)
+    exportlens.save(ep, tmp_path / "whisper.elp")
+    loaded = exportlens.load(tmp_path / "whisper.elp")
+    heads = loaded.constants["alignment_heads"]
+    assert heads.layout == torch.sparse_coo and heads.is_coalesced()
+    assert torch.equal(heads.to_dense(), model.alignment_heads.to_dense())
+    torch.testing.assert_close(loaded.module()(*args), model(*args))

@@ -59,6 +59,20 @@ class Kwargs(torch.nn.Module):
         return x * scale, torch.nonzero(x)
 
 
+class Sparse(torch.nn.Module):
+    """Sparse buffers as Whisper keeps ``alignment_heads``: a COO (not coalesced, with a
+    duplicate index) and a CSR, both read by ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        coo = torch.sparse_coo_tensor(torch.tensor([[0, 2, 0], [1, 0, 1]]), torch.tensor([1.5, -2.0, 0.25]), (3, 2))
+        self.register_buffer("heads", coo, persistent=False)
+        self.register_buffer("mix", torch.tensor([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]]).to_sparse_csr(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.heads.to_dense().sum() + self.mix.to_dense().sum()
+
+
 def _spec(t: torch.Tensor) -> dict[str, Any]:
     return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
 
@@ -68,6 +82,7 @@ MODELS: dict[str, Any] = {
     "dynamic": (Dynamic, (torch.full((6, 4), 0.5), torch.full((3, 4), 0.5)), {}, ({0: Dim.AUTO}, {0: Dim.AUTO})),
     "cond": (Cond, (torch.full((5, 3), 0.5),), {}, ({0: Dim.AUTO},)),
     "kwargs": (Kwargs, (torch.full((3, 2), 0.5),), {"scale": torch.full((2,), 2.0)}, None),
+    "sparse": (Sparse, (torch.full((2, 3), 0.5),), {}, None),
 }
 
 

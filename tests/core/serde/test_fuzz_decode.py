@@ -26,7 +26,7 @@ pytestmark = pytest.mark.adversarial
 
 SEED = 20240610
 COUNT = 6000
-BASES = ("static", "dynamic", "cond", "kwargs")
+BASES = ("static", "dynamic", "cond", "kwargs", "sparse")
 
 
 def _figures(report: Report) -> str:

@@ -9,6 +9,7 @@ file ``PWNED`` in the test's working folder; every test checks that it did not.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,22 @@ MALFORMED: dict[str, tuple[str, Callable[[dict[int, Any]], Any]]] = {
     "operator without its argument": ("kwargs", lambda d: _node(d, "le")[S.N_ARGS].pop()),
     "subgraph missing": ("cond", lambda d: d[S.P_GRAPH].__setitem__(S.G_SUBGRAPHS, [])),
     "a range upside down": ("dynamic", lambda d: d[S.P_RANGES][0].__setitem__(slice(1, 3), [100, 3])),
+    # Sparse weights (records: 0 the COO "heads", 1 the CSR "mix"): torch's invariant
+    # checks, not a tensor that reads out of bounds when used.
+    "sparse index out of bounds": ("sparse", lambda d: _sparse_part(d, 0, 0).__setitem__(2, struct.pack("<6q", *[99] * 6))),
+    "sparse negative index": ("sparse", lambda d: _sparse_part(d, 0, 0).__setitem__(2, struct.pack("<6q", *[-1] * 6))),
+    "sparse indices as floats": ("sparse", lambda d: _sparse_part(d, 0, 0).__setitem__(slice(0, 3), [d[S.P_WEIGHTS][0][2], [2, 3], bytes(24)])),
+    "sparse values of another dtype": ("sparse", lambda d: _sparse_part(d, 0, 1).__setitem__(slice(0, 3), [d[S.P_STRINGS].index("int64"), [3], bytes(24)])),
+    "sparse layout unknown": ("sparse", lambda d: d[S.P_WEIGHTS][0][6].__setitem__(0, d[S.P_WEIGHTS][0][2])),
+    "sparse shape beyond int64": ("sparse", lambda d: d[S.P_WEIGHTS][0].__setitem__(3, [1 << 62, 1 << 62])),
+    "sparse record not a list": ("sparse", lambda d: d[S.P_WEIGHTS][0].__setitem__(6, 7)),
+    "sparse CSR rows out of order": ("sparse", lambda d: _sparse_part(d, 1, 0).__setitem__(2, struct.pack("<3q", 0, 3, 2))),
+    "sparse CSR without its values": ("sparse", lambda d: d[S.P_WEIGHTS][1][6].pop()),
 }
+
+
+def _sparse_part(doc: dict[int, Any], record: int, part: int) -> list[Any]:
+    return doc[S.P_WEIGHTS][record][6][2 + part]
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))

@@ -196,3 +196,20 @@ def test_payload_is_at_most_half_of_torch_json() -> None:
 
     ep, _, _ = _get("tiny_bert")
     assert len(P.dumps(ep)) <= 0.5 * len(serialize(ep).exported_program)
+
+
+def test_sparse_weights_round_trip() -> None:
+    # Whisper keeps alignment_heads as a sparse buffer; dumps(weights=True) refused it.
+    from . import models
+
+    ep = models.program("sparse")
+    ep2 = P.loads(P.dumps(ep, weights=True))
+    coo, coo2 = ep.constants["heads"], ep2.constants["heads"]
+    assert coo2.layout == torch.sparse_coo and coo2.is_coalesced() == coo.is_coalesced() is False
+    assert torch.equal(coo2._indices(), coo._indices()) and torch.equal(coo2._values(), coo._values())
+    csr, csr2 = ep.constants["mix"], ep2.constants["mix"]
+    assert csr2.layout == torch.sparse_csr
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(csr2, part)(), getattr(csr, part)())
+    x = torch.full((2, 3), 0.5)
+    torch.testing.assert_close(ep2.module()(x), ep.module()(x))
