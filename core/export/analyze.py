@@ -167,13 +167,61 @@ def data_dependent_message(expr: str | None, statement: str | None = None) -> st
     return f"{head}. Tell export what holds with `torch._check(...)` (or `torch._check_is_size`), or use `torch.cond` to keep both branches."
 
 
-def message_for(code: str, facts: ErrorFacts, target: str) -> str:
+_SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (-?\d+)\s*$", re.M)
+_FOUND_TYPE = re.compile(r"Found <class '([\w.]+)'>")
+_FAKE_NUMPY = ".numpy() is not supported for tensor subclasses"
+
+
+def suggested_constants(message: str) -> list[tuple[str, int]]:
+    """torch's "Suggested fixes" that make a declared dynamic dim a constant (``batch = 1``)."""
+    at = message.find("Suggested fixes:")
+    return [(m.group(1), int(m.group(2))) for m in _SUGGESTED_CONSTANT.finditer(message[at:])] if at >= 0 else []
+
+
+def _constant_advice(name: str, value: int) -> str:
+    # Taking torch's suggestion as is would silently turn the dynamic dim static.
+    head = f"torch's suggested fix `{name} = {value}` would remove the dynamic dim `{name}` (the program would accept only size {value})"
+    if value in (0, 1):
+        return (
+            f"{head}. Export specialises sizes 0 and 1, so an example input of size {value} fixes `{name}`: "
+            f"keep `{name}` dynamic and give an example input with a size >= 2 in that dimension instead."
+        )
+    return f"{head}. Keep it dynamic by removing what fixes it to {value}, or declare it static (`Dim.STATIC`) if it really is always {value}."
+
+
+def _cache_type(message: str) -> str | None:
+    """The Hugging Face cache class a model returned (``DynamicCache``), when that is the unknown type."""
+    m = _FOUND_TYPE.search(message)
+    if m is None:
+        return None
+    qual = m.group(1)
+    short = qual.rsplit(".", 1)[-1]
+    return short if qual.startswith("transformers.") and (short.endswith("Cache") or ".cache_utils." in qual) else None
+
+
+def message_for(code: str, facts: ErrorFacts, target: str, statement: str | None = None) -> str:
+    """What a diagnostic says; ``statement`` is the user's line the diagnostic points at,
+    when torch's message needs it named (``.numpy()`` under fake tensors)."""
     msg = clean_message(facts.message)
     if code == "data-dependent":
         m = _DD_EXPR.search(facts.message)
         return data_dependent_message(m.group(1) if m else None) + "\n" + msg
     if code == "constraint-violation":
-        return "the declared dynamic_shapes are violated: " + msg
+        advice = [_constant_advice(n, v) for n, v in suggested_constants(facts.message)]
+        return "\n".join(["the declared dynamic_shapes are violated: " + msg, *advice])
+    if _FAKE_NUMPY in facts.message:
+        line = f"`{statement}` calls" if statement else "the model calls"
+        return (
+            f"{line} `.numpy()`, which cannot run under export: export traces with fake tensors "
+            "(shapes and dtypes, no data), so there are no values to convert. Keep the computation "
+            "in torch ops (`x.sum()` instead of `x.numpy().sum()`), or move it out of `forward`.\n" + msg
+        )
+    cache = _cache_type(facts.message) if code == "unsupported-type" else None
+    if cache is not None:
+        return (
+            f"the model returns its key/value cache (`{cache}`), which export cannot return: "
+            "pass `use_cache=False` (to the call, or set `config.use_cache = False`) so it returns tensors only.\n" + msg
+        )
     if code == "unsupported-type":
         return (
             msg

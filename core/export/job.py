@@ -256,7 +256,8 @@ def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate,
             return [Diagnostic.at(code, analyze.message_for(code, facts, name), returned, name)]
 
     where = analyze.locate(facts, path, index, candidate.where, sources)
-    return [Diagnostic.at(code, analyze.message_for(code, facts, name), where, name)]
+    statement = sources.index(where.path or path).line_text(where.line).strip() if where != candidate.where else None
+    return [Diagnostic.at(code, analyze.message_for(code, facts, name, statement), where, name)]
 
 
 def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:

@@ -194,3 +194,52 @@ def test_tensor_attribute_warning_points_at_each_assignment() -> None:
     found = analyze.tensor_attribute_diagnostics(warnings, index, "M", SourceLine(1))
     assert [(d.code, d.line) for d in found] == [("banned-mutation/tensor-attribute", 5), ("banned-mutation/tensor-attribute", 1)]
     assert analyze.tensor_attribute_diagnostics(["unrelated warning"], index, "M", SourceLine(1)) == []
+
+
+# -- messages passed through from torch get the user's context (issue 11, fix 6)
+
+_BATCH_ONE = (
+    "Constraints violated (batch)! For more information, run with TORCH_LOGS=\"+dynamic\".\n"
+    "  - You marked batch as dynamic but your code specialized it to be a constant (1).\n"
+    "Suggested fixes:\n  batch = 1\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected", "absent"),
+    [
+        (_BATCH_ONE, ["suggested fix `batch = 1` would remove the dynamic dim `batch`", "example input with a size >= 2"], []),
+        (_BATCH_ONE.replace("(1)", "(4)").replace("batch = 1", "batch = 4"), ["`batch = 4` would remove the dynamic dim", "`Dim.STATIC`"], ["size >= 2"]),
+        # A suggested range keeps the dim dynamic: nothing to warn about.
+        ("Constraints violated (n)!\nSuggested fixes:\n  n = Dim('n', max=32)\n", [], ["would remove"]),
+    ],
+)
+def test_constraint_violation_says_what_torchs_suggested_fix_does(message: str, expected: list[str], absent: list[str]) -> None:
+    text = analyze.message_for("constraint-violation", ErrorFacts(("UserError", *RUNTIME), message, (), "CONSTRAINT_VIOLATION"), "m")
+    assert text.startswith("the declared dynamic_shapes are violated")
+    assert all(e in text for e in expected) and not any(a in text for a in absent)
+
+
+@pytest.mark.parametrize(
+    ("found", "cache"),
+    [
+        ("transformers.cache_utils.DynamicCache", "DynamicCache"),
+        ("transformers.cache_utils.EncoderDecoderCache", "EncoderDecoderCache"),
+        ("mypkg.Box", None),
+        ("mypkg.LRUCache", None),  # not a transformers cache: the generic pytree advice
+    ],
+)
+def test_a_returned_transformers_cache_is_told_use_cache_false(found: str, cache: str | None) -> None:
+    message = f"Found <class '{found}'> in output, which is not a known type. If this type holds tensors, you need to register a pytree"
+    text = analyze.message_for("unsupported-type", ErrorFacts(RUNTIME, message, ()), "m")
+    if cache is None:
+        assert "returns its key/value cache" not in text and "register_pytree_node" in text
+    else:
+        assert text.startswith(f"the model returns its key/value cache (`{cache}`)") and "`use_cache=False`" in text
+
+
+def test_numpy_under_fake_tensors_names_the_line() -> None:
+    facts = ErrorFacts(RUNTIME, ".numpy() is not supported for tensor subclasses.", ())
+    text = analyze.message_for("export-error", facts, "m", statement="n = x.numpy()")
+    assert text.startswith("`n = x.numpy()` calls `.numpy()`") and "fake tensors" in text
+    assert analyze.message_for("export-error", facts, "m").startswith("the model calls `.numpy()`")
