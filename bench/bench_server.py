@@ -3,14 +3,18 @@
 Prints, in one run, each number next to the baseline measured in the same run:
 
 (a) save-to-diagnostics latency (edit + save -> publishDiagnostics of that version)
-    for a small model and a >=100-node model, against torch's own warm export time
-    for the same model (``export`` + ``run_decompositions`` in a warm process) and
-    against a fresh ``python`` doing that export per save;
+    for a small model and a >=100-node model, saves 1.5 s apart and back to back,
+    against torch's own warm export time for the same model (``export`` +
+    ``run_decompositions`` in a warm process, measured between our saves, so under
+    the same load; target 1.1x + 30 ms) and a fresh ``python`` doing it per save;
 (b) hover latency p50/p99 over many hovers (answered from the in-memory index);
 (c) open-to-diagnostics for a file already in the cache, after a server restart;
-(d) the server process's resident set (the server only, not its workers).
+(d) the server process's resident set (the server only, not its workers);
+(e) the first model's diagnostics after the server starts (process start, initialize,
+    open at once, nothing cached; the worker warms from ``initialize``) against a
+    fresh ``python`` that imports torch and exports the same model.
 
-Run: ``.venv/bin/python bench/bench_server.py`` (about two minutes on two cores).
+Run: ``.venv/bin/python bench/bench_server.py`` (about four minutes on two cores).
 """
 
 from __future__ import annotations
@@ -67,6 +71,40 @@ for _ in range(5):
 print(statistics.median(times) * 1000, n)
 """
 
+TORCH_WARM_SERVE = """
+import importlib.util, sys, time, torch
+models = {}
+for line in sys.stdin:
+    path = line.strip()
+    if path not in models:
+        spec = importlib.util.spec_from_file_location("m%d" % len(models), path); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+        models[path] = m
+        torch.export.export(m.model, m.example_args).run_decompositions({})
+    m = models[path]
+    t = time.perf_counter(); torch.export.export(m.model, m.example_args).run_decompositions({})
+    print((time.perf_counter() - t) * 1000, flush=True)
+"""
+
+
+class WarmTorch:
+    """torch's warm export in its own process, asked between our saves: the
+    baseline sees the same machine load as the measurement next to it."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", TORCH_WARM_SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def ms(self, path: Path) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
 TORCH_FRESH = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("m", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
@@ -88,25 +126,34 @@ def fresh_python_ms(path: Path, runs: int = 3) -> float:
     return statistics.median(times) * 1000
 
 
-SAVE_GAP_S = 1.0
+SAVE_GAP_S = 1.5  # the issue's "saves 1.5 s apart"; 0 = the next save right after the previous result
 
 
-async def save_latency(client: RecordingClient, path: Path) -> list[float]:
-    doc = Doc(client, path)
-    doc.open()
-    await client.diagnostics_for(doc.uri, 1)
-    times = []
-    for i in range(SAVES):
-        # A user saves at most about once a second; the worker uses the pause to fork
-        # and warm the next job process (core/worker.py, standby).
-        await asyncio.sleep(SAVE_GAP_S)
+async def save_latency(doc: Doc, gap_s: float, warm: WarmTorch) -> tuple[list[float], list[float]]:
+    """(ours, torch's warm export) per save of the open ``doc``; the baseline runs in
+    the pause before each save (or after all of them when there is no pause), never
+    beside ours. One open document for every pass: its versions never repeat."""
+    client, path = doc.client, doc.path
+    times, baseline = [], []
+    salt = 1000 if gap_s else 2000  # each pass's texts are new: never a cache hit
+    for i in range(salt, salt + SAVES):
+        if gap_s:
+            # A user pauses between saves; the worker uses it to fork and warm the
+            # next job process (core/isolation/forking.py, standby). The baseline
+            # runs mid-pause, once that warm-up is over, so neither slows the other.
+            t = time.perf_counter()
+            await asyncio.sleep(gap_s / 2)
+            baseline.append(warm.ms(path))
+            await asyncio.sleep(max(0.0, gap_s - (time.perf_counter() - t)))
         started = time.perf_counter()
         # A new line each time: the text (and so the cache key) changes, the model does not.
         version = doc.replace("return x", f"x = x + {i}.0 - {i}.0\n        return x")
         doc.save()
         await client.diagnostics_for(doc.uri, version)
         times.append((time.perf_counter() - started) * 1000)
-    return times
+    if not gap_s:
+        baseline = [warm.ms(path) for _ in range(SAVES)]
+    return times, baseline
 
 
 async def hover_latency(client: RecordingClient, path: Path) -> tuple[list[float], int]:
@@ -147,6 +194,27 @@ def pool_ms(paths: list[Path], runs: int = 5) -> dict[str, float]:
     return out
 
 
+async def first_open_ms(model: Path, runs: int = 3) -> tuple[list[float], list[float], list[float]]:
+    """(start -> diagnostics, open -> diagnostics, a fresh python's export right
+    after) for a fresh server and cache each run."""
+    totals, opens, fresh = [], [], []
+    for _ in range(runs):
+        work = Path(tempfile.mkdtemp(prefix="bench-first-"))
+        path = work / model.name
+        path.write_text(model.read_text())
+        started = time.perf_counter()
+        async with running_server("visual-studio-code", work, {"cache_dir": str(work / "cache")}) as (client, _):
+            doc = Doc(client, path)
+            opened = time.perf_counter()
+            doc.open()
+            await client.diagnostics_for(doc.uri, 1)
+            done = time.perf_counter()
+        totals.append((done - started) * 1000)
+        opens.append((done - opened) * 1000)
+        fresh.append(fresh_python_ms(path, runs=1))
+    return totals, opens, fresh
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -172,9 +240,18 @@ async def main() -> None:
     baselines = {p.name: torch_warm_ms(p) for p in (small, big)}
     fresh = {p.name: fresh_python_ms(p) for p in (small, big)}
     direct = pool_ms([small, big])
+    first_total, first_open, first_fresh = await first_open_ms(small)
 
+    warm = WarmTorch()
     async with running_server("visual-studio-code", work, options) as (client, _):
-        latency = {p.name: await save_latency(client, p) for p in (small, big)}
+        latency = {}
+        for p in (small, big):
+            doc = Doc(client, p)
+            doc.open()
+            await client.diagnostics_for(doc.uri, 1)
+            for gap in (SAVE_GAP_S, 0.0):
+                latency[(p.name, gap)] = await save_latency(doc, gap, warm)
+            doc.close()
         hovers, answered = await hover_latency(client, small)
         for p in cached:  # fill the cache for (c)
             doc = Doc(client, p)
@@ -182,6 +259,7 @@ async def main() -> None:
             await client.diagnostics_for(doc.uri, 1)
         assert client._server is not None
         rss = rss_mb(client._server.pid)
+    warm.close()
 
     async with running_server("visual-studio-code", work, options) as (client, _):
         opens = []
@@ -195,20 +273,28 @@ async def main() -> None:
         assert client._server is not None
         rss_cached = rss_mb(client._server.pid)
 
-    print("(a) save -> diagnostics, median of", SAVES, f"saves {SAVE_GAP_S:g} s apart (warm worker, cache misses)")
+    print(f"(a) save -> diagnostics, median of {SAVES} saves (warm worker, cache misses); torch's warm export of the same model measured between the saves")
     for name in (small.name, big.name):
-        warm, nodes = baselines[name]
-        ours = statistics.median(latency[name])
-        budget = warm * 1.2 + 50
-        print(
-            f"    {name:10s} {nodes:4d} nodes: exportlens {ours:7.0f} ms | torch warm export {warm:6.0f} ms"
-            f" (overhead {ours - warm:+6.0f} ms, {ours / warm:4.1f}x; target <= {budget:.0f} ms: {'met' if ours <= budget else 'NOT met'})"
-            f" | fresh python per save {fresh[name]:6.0f} ms ({fresh[name] / ours:4.1f}x slower than exportlens)"
-        )
-        print(f"    {'':10s}       same export straight on a warm WorkerPool: {direct[name]:6.0f} ms -> the server adds {ours - direct[name]:+5.0f} ms, the job/worker {direct[name] - warm:+5.0f} ms")
+        nodes = baselines[name][1]
+        for gap in (SAVE_GAP_S, 0.0):
+            ours_all, warm_all = latency[(name, gap)]
+            ours, warm_ms = statistics.median(ours_all), statistics.median(warm_all)
+            budget = warm_ms * 1.1 + 30
+            pace = f"{gap:g} s apart" if gap else "back to back"
+            print(
+                f"    {name:10s} {nodes:4d} nodes, {pace:13s}: exportlens {ours:6.0f} ms | torch warm export {warm_ms:6.0f} ms"
+                f" (overhead {ours - warm_ms:+5.0f} ms, {ours / warm_ms:4.2f}x; target <= 1.1x + 30 = {budget:.0f} ms: {'met' if ours <= budget else 'NOT met'})"
+            )
+        print(f"    {'':10s}       fresh python per save {fresh[name]:6.0f} ms; same export straight on a warm WorkerPool: {direct[name]:6.0f} ms (torch warm, separate run: {baselines[name][0]:.0f} ms)")
     print(f"(b) hover: p50 {pct(hovers, 0.5):.2f} ms, p99 {pct(hovers, 0.99):.2f} ms over {HOVERS} hovers ({answered} answered); target p99 <= 10 ms")
     print(f"(c) open -> diagnostics from the cache after a restart: median {statistics.median(opens):.0f} ms, max {max(opens):.0f} ms (workers {status['workers']}); target <= 100 ms")
     print(f"(d) server RSS: {rss:.0f} MB after (a)-(b), {rss_cached:.0f} MB for the cache-only server; target <= 100 MB")
+    total, baseline = statistics.median(first_total), statistics.median(first_fresh)
+    print(
+        f"(e) first model after start ({small.name}, opened right after initialize, nothing cached): start -> diagnostics"
+        f" median {total:.0f} ms (runs {', '.join(f'{t:.0f}' for t in first_total)}), open -> diagnostics {statistics.median(first_open):.0f} ms"
+        f" | fresh python import torch + export {baseline:.0f} ms ({total / baseline:4.2f}x; target <= 0.8x: {'met' if total <= 0.8 * baseline else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":
