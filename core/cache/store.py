@@ -34,10 +34,13 @@ mtime, and when a store takes the folder over ``max_bytes`` the oldest files go.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.machinery
 import logging
 import os
 import re
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -89,10 +92,27 @@ def cacheable(result: FileResult) -> bool:
     for d in result.diagnostics:
         if d.code in UNCACHEABLE_CODES:
             return False
-        # A missing local module is a recorded (absent) dependency, but a missing
-        # installed package is not: installing it changes nothing in the key, so
-        # such results are always re-run.
+        # A missing local module is a recorded (absent) dependency, and a missing
+        # top-level module is checked at lookup (``still_missing``). Anything else an
+        # import can lack (a name inside an installed package, a submodule of one)
+        # changes with what is installed, which is in no key: always re-run.
         if d.code == "import-error" and ("ModuleNotFoundError" in d.message or "ImportError" in d.message):
+            if not result.missing_modules or "ModuleNotFoundError" not in d.message:
+                return False
+    return True
+
+
+def still_missing(result: FileResult) -> bool:
+    """Whether every module the run found nowhere is still not installed. Looked up
+    the way the job's interpreter would find an installed top-level module (builtins,
+    then ``sys.path`` through ``PathFinder``), which imports nothing: the server never
+    runs a package's code to answer this. The project's own modules are absent
+    dependencies of the result, checked by its key."""
+    if not result.missing_modules:
+        return True
+    importlib.invalidate_caches()  # a package installed since the last look
+    for name in result.missing_modules:
+        if name in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(name) is not None:
             return False
     return True
 
@@ -298,7 +318,7 @@ class ResultCache:
             except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
                 self._corrupt(self._path(key2, KIND_ENTRY), e)
                 return None
-            if result.path != request.path:
+            if result.path != request.path or not still_missing(result):
                 return None
             self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
             return result
@@ -335,7 +355,7 @@ class ResultCache:
         except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
             self._corrupt(self._path(key2, KIND_ENTRY), e)
             return None
-        if stored.path != request.path:
+        if stored.path != request.path or not still_missing(stored):
             return None
         result = remap(stored, [FileMap(request.path, old, lines)])
         if result is None:

@@ -86,6 +86,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
         elapsed_ms=(time.perf_counter() - started) * 1000,
         written=tuple(written),
         written_hashes=tuple(written.values()),
+        missing_modules=tuple(loaded.missing_modules),
     ).sorted()
 
 

@@ -42,6 +42,7 @@ class Loaded:
     local_import_hashes: list[str] = field(default_factory=list)
     root: str | None = None  # the local modules' root
     modules_before: set[str] = field(default_factory=set)  # sys.modules before the file ran
+    missing_modules: list[str] = field(default_factory=list)  # top-level names found nowhere
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -142,11 +143,24 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
         loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index))
+        missing = _missing_top_level(e)
+        if missing:
+            loaded.missing_modules.append(missing)
         record_imports(loaded)
         return loaded
     loaded.module = module
     record_imports(loaded)
     return loaded
+
+
+def _missing_top_level(e: BaseException) -> str | None:
+    """The top-level module a ``ModuleNotFoundError`` found nowhere; None for anything
+    else, including a missing submodule of a package that exists (whether that one
+    appears depends on the package's contents, which only its import can tell)."""
+    name = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+    if isinstance(name, str) and name and "." not in name and name.isidentifier():
+        return name
+    return None
 
 
 def record_imports(loaded: Loaded) -> dict[str, str]:

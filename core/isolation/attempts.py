@@ -88,6 +88,7 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         local_import_hashes=last.local_import_hashes,
         written=last.written,
         written_hashes=last.written_hashes,
+        missing_modules=last.missing_modules,
         output_tail=tail.text(),  # the zygote saw all the output, the job none of it
         elapsed_ms=(time.monotonic() - started) * 1000,
     )

@@ -168,6 +168,10 @@ class FileResult:
     # next to itself would be exported again, forever).
     written: tuple[str, ...] = ()
     written_hashes: tuple[str, ...] = ()
+    # Top-level modules the run imported and found nowhere (``ModuleNotFoundError``):
+    # a missing installed package is no file of the project, so the cache checks at
+    # lookup that each is still not installed (``exportlens.core.cache.store``).
+    missing_modules: tuple[str, ...] = ()
 
     @property
     def has_errors(self) -> bool:

@@ -221,6 +221,28 @@ def test_creating_a_module_the_import_looked_for_invalidates(tmp_path: Path) -> 
     assert _shape_and_codes(model, cache) == ([2, 6], [])
 
 
+def test_a_missing_module_is_cached_until_it_appears_or_is_installed(tmp_path: Path) -> None:
+    """A file whose import found nothing is answered from the cache (it used to be
+    exported again on every run), until the module appears in the project (an absent
+    dependency) or gets installed (checked at lookup: no file of the project changes)."""
+    name = "exportlens_test_not_installed"
+    model = _small_project(tmp_path / "proj", f"import torch\nfrom {name} import WIDTH\n\nmodel = torch.nn.Linear(8, WIDTH)\nexample_args = (torch.randn(2, 8),)\n")
+    cache = tmp_path / "cache"
+    assert _shape_and_codes(model, cache) == (None, ["import-error"])
+    hit = _run_without_export("check", "--format", "json", "--cache-dir", str(cache), str(model))
+    assert hit.returncode == 1, hit.stderr  # served from the cache: no torch, no worker
+    assert [d["code"] for d in json.loads(hit.stdout)["files"][0]["diagnostics"]] == ["import-error"]
+
+    site = tmp_path / "site"  # "installing" it: a folder on the interpreter's path
+    site.mkdir()
+    (site / f"{name}.py").write_text("WIDTH = 3\n")
+    _, doc = check_json(str(model), extra=("--cache-dir", str(cache)), env={"PYTHONPATH": str(site)})
+    assert [t["signature"]["outputs"][0]["shape"] for t in doc["files"][0]["targets"]] == [[2, 3]]
+
+    (model.parent / f"{name}.py").write_text("WIDTH = 5\n")  # the project's own module
+    assert _shape_and_codes(model, cache) == ([2, 5], [])
+
+
 def test_editing_a_file_the_model_reads_invalidates(tmp_path: Path) -> None:
     model = _small_project(
         tmp_path / "proj",
