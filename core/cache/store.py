@@ -34,41 +34,40 @@ mtime, and when a store takes the folder over ``max_bytes`` the oldest files go.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.machinery
 import logging
 import os
 import re
-import struct
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from exportlens.core.cache.atomic import write_atomic
-from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT, first_key, second_key, source_bytes, token_first_key
+from exportlens.core.cache.files import (
+    KIND_ENTRY,
+    KIND_MANIFEST,
+    KIND_TOKENS,
+    MAX_FILE_BYTES,
+    SUFFIX,
+    CorruptEntry,
+    decode_file,
+    encode_file,
+)
+from exportlens.core.cache.keys import ABSENT, first_key, second_key, source_bytes, token_first_key
+from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.remap import FileMap, remap
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.plain import from_plain, pack
 from exportlens.core.model.results import FileResult
-from exportlens.core.serde.codec import unpack as bounded_unpack
 from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 
 log = logging.getLogger("exportlens.cache")
 
-MAGIC = b"ELC\x00"
-# magic, format, kind, payload length, sha256 of the payload
-HEADER = struct.Struct(">4sHBI32s")
-KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS = 1, 2, 3
-SUFFIX = {KIND_ENTRY: ".entry", KIND_MANIFEST: ".manifest", KIND_TOKENS: ".tokens"}
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-MAX_FILE_BYTES = 64 * 1024 * 1024  # larger cache files are refused on read (and not written)
 RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
 STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
 EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
 
-UNCACHEABLE_CODES = frozenset({"timeout", "out-of-memory", "worker-crash"})
 _CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest|tokens)$")
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
 _TEMP_PREFIX = ".tmp-"
@@ -85,69 +84,6 @@ def default_cache_dir() -> Path:
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "exportlens"
     return Path.home() / ".cache" / "exportlens"
-
-
-def cacheable(result: FileResult) -> bool:
-    """Whether a result depends only on the code, not on the machine's state."""
-    for d in result.diagnostics:
-        if d.code in UNCACHEABLE_CODES:
-            return False
-        # A missing local module is a recorded (absent) dependency, and a missing
-        # top-level module is checked at lookup (``still_missing``). Anything else an
-        # import can lack (a name inside an installed package, a submodule of one)
-        # changes with what is installed, which is in no key: always re-run.
-        if d.code == "import-error" and ("ModuleNotFoundError" in d.message or "ImportError" in d.message):
-            if not result.missing_modules or "ModuleNotFoundError" not in d.message:
-                return False
-    return True
-
-
-def still_missing(result: FileResult) -> bool:
-    """Whether every module the run found nowhere is still not installed. Looked up
-    the way the job's interpreter would find an installed top-level module (builtins,
-    then ``sys.path`` through ``PathFinder``), which imports nothing: the server never
-    runs a package's code to answer this. The project's own modules are absent
-    dependencies of the result, checked by its key."""
-    if not result.missing_modules:
-        return True
-    importlib.invalidate_caches()  # a package installed since the last look
-    for name in result.missing_modules:
-        if name in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(name) is not None:
-            return False
-    return True
-
-
-# -- files ---------------------------------------------------------------------------
-
-
-class CorruptEntry(ValueError):
-    """A cache file that does not decode (truncated, garbage, another format)."""
-
-
-def encode_file(kind: int, payload: bytes) -> bytes:
-    return HEADER.pack(MAGIC, CACHE_FORMAT, kind, len(payload), hashlib.sha256(payload).digest()) + payload
-
-
-def decode_file(kind: int, data: bytes) -> Any:
-    """The plain payload of a cache file, or CorruptEntry."""
-    if len(data) < HEADER.size:
-        raise CorruptEntry(f"{len(data)} bytes, shorter than the header")
-    magic, version, found_kind, length, digest = HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise CorruptEntry("not an exportlens cache file")
-    if version != CACHE_FORMAT:
-        raise CorruptEntry(f"cache format {version}, this exportlens reads {CACHE_FORMAT}")
-    if found_kind != kind:
-        raise CorruptEntry(f"kind {found_kind}, expected {kind}")
-    payload = data[HEADER.size :]
-    if len(payload) != length:
-        raise CorruptEntry(f"payload of {len(payload)} bytes, the header says {length} (truncated?)")
-    if hashlib.sha256(payload).digest() != digest:
-        raise CorruptEntry("the payload does not match its digest")
-    try:
-        return bounded_unpack(payload)  # bounded lengths, no ext types
-    except ValueError as e:
-        raise CorruptEntry(str(e)) from None
 
 
 class ResultCache:

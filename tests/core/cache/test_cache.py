@@ -21,18 +21,10 @@ import msgpack
 import pytest
 
 from exportlens.core.cache import keys as cachekey
+from exportlens.core.cache.files import HEADER, KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS, MAGIC, encode_file
 from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
-from exportlens.core.cache.store import (
-    HEADER,
-    KIND_ENTRY,
-    KIND_MANIFEST,
-    KIND_TOKENS,
-    MAGIC,
-    ResultCache,
-    cacheable,
-    default_cache_dir,
-    encode_file,
-)
+from exportlens.core.cache.policy import cacheable
+from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.plain import pack
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
