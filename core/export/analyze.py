@@ -154,11 +154,18 @@ _DIM_NAMES = re.compile(r"Constraints violated \(([^)]*)\)")
 _CAUSED_BY = re.compile(r"([\w./\\-]+\.py):(\d+) in (\w+)")
 
 
-def data_dependent_message(expr: str | None, statement: str | None = None) -> str:
+def data_dependent_message(expr: str | None, statement: str | None = None, library: tuple[str, int, str] | None = None) -> str:
     """What a ``data-dependent`` diagnostic says: what export could not decide, where,
     and the two ways out. ``statement`` is the user's line when ``draft_export``
     named it (one diagnostic per line); otherwise torch's message follows."""
-    if statement is not None:
+    if statement is not None and library is not None:
+        file, line, code = library
+        inside = f"`{code}` ({file}:{line})" if code else f"{file}:{line}"
+        head = (
+            f"`{statement}` calls into a library whose check {inside} depends on the value of a tensor, "
+            f"not its shape: export cannot decide `{expr}`"
+        )
+    elif statement is not None:
         head = f"`{statement}` depends on the value of a tensor, not its shape: export cannot decide `{expr}`"
     elif expr:
         head = f"export cannot decide `{expr}`: it depends on the value of a tensor, not its shape"

@@ -8,6 +8,7 @@ worker knows which target a crash or a hang belongs to, and returns the ``FileRe
 from __future__ import annotations
 
 import inspect
+import linecache
 import os
 import time
 import warnings
@@ -272,9 +273,11 @@ def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
     return next(((first, last) for at, first, last in spans if at == line), None)
 
 
-def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame]]:
-    """``(failure type, expression, frame in the file)`` for each problem
-    ``draft_export`` records with a user stack, where ``export`` stops at the first."""
+def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None]]:
+    """``(failure type, expression, the innermost frame in the user's files, the
+    innermost frame of all when it is deeper: inside a library the user's code
+    called)`` for each problem ``draft_export`` records with a user stack, where
+    ``export`` stops at the first."""
     import torch
 
     try:
@@ -298,7 +301,8 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
         frames = [Frame(files.get(f.get("filename"), str(f.get("filename"))), int(f.get("line", 0)), f.get("name", "")) for f in stack if isinstance(f, dict)]
         frame = sources.deepest(frames)
         if frame is not None:
-            out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame))
+            inner = frames[-1] if frames and frames[-1] is not frame and frames.index(frame) < len(frames) - 1 else None
+            out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame, inner))
     return out
 
 
@@ -315,14 +319,25 @@ def _interned_files() -> dict[Any, str]:
 def _data_dependent(built: Built, sources: Sources, name: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[tuple[str, int]] = set()
-    for kind, expr, frame in _draft_failures(built, sources):
+    for kind, expr, frame, inner in _draft_failures(built, sources):
         key = (os.path.realpath(frame.file), frame.line)
         if kind != "DATA_DEPENDENT_ERROR" or key in seen:
             continue
         seen.add(key)
         index = sources.index(frame.file)
-        message = analyze.data_dependent_message(expr, statement=index.line_text(frame.line).strip())
-        out.append(Diagnostic.at("data-dependent", message, statement_at(index, frame.line), name))
+        statement = index.line_text(frame.line).strip()
+        related: tuple[Related, ...] = ()
+        if inner is not None:
+            # The check is in a library the user's line called: the user's line is
+            # where to act (a torch._check before the call), the library's is why.
+            library_line = linecache.getline(inner.file, inner.line).strip()
+            shown = os.path.join(os.path.basename(os.path.dirname(inner.file)), os.path.basename(inner.file))
+            message = analyze.data_dependent_message(expr, statement=statement, library=(shown, inner.line, library_line))
+            related = (Related(os.path.realpath(inner.file), inner.line, f"the check inside the library{f': `{library_line}`' if library_line else ''} ({inner.function or 'here'})"),)
+        else:
+            message = analyze.data_dependent_message(expr, statement=statement)
+        found = Diagnostic.at("data-dependent", message, statement_at(index, frame.line), name)
+        out.append(replace(found, related=found.related + related) if related else found)
     return out
 
 
@@ -331,7 +346,7 @@ def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
     the user's files they are."""
     related = []
     seen: set[tuple[str, int]] = set()
-    for kind, expr, frame in _draft_failures(built, sources):
+    for kind, expr, frame, _ in _draft_failures(built, sources):
         key = (os.path.realpath(frame.file), frame.line)
         if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and key not in seen:
             seen.add(key)

@@ -243,3 +243,11 @@ def test_numpy_under_fake_tensors_names_the_line() -> None:
     text = analyze.message_for("export-error", facts, "m", statement="n = x.numpy()")
     assert text.startswith("`n = x.numpy()` calls `.numpy()`") and "fake tensors" in text
     assert analyze.message_for("export-error", facts, "m").startswith("the model calls `.numpy()`")
+
+
+def test_data_dependent_message_inside_a_library_names_both_lines() -> None:
+    text = analyze.data_dependent_message("Eq(u0, 1)", statement="return gate(y)", library=("fancylib/__init__.py", 5, "if x.sum() > 0:"))
+    assert text.startswith("`return gate(y)` calls into a library whose check `if x.sum() > 0:` (fancylib/__init__.py:5) depends on the value of a tensor")
+    assert "`Eq(u0, 1)`" in text and "torch._check" in text
+    plain = analyze.data_dependent_message("Eq(u0, 1)", statement="if x.sum() > 0:")
+    assert plain.startswith("`if x.sum() > 0:` depends on the value of a tensor")
