@@ -14,7 +14,7 @@ that owns the attribute and asks whose code assigned it:
   which the user can neither fix nor is hurt by; no diagnostic.
 
 A path that does not resolve (a module that changed under export) falls back to
-the file-level rule in ``analyze.tensor_attribute_diagnostics``. Runs in the job
+the file-level rule in ``signature_checks.tensor_attribute_diagnostics``. Runs in the job
 process, next to the module.
 """
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from exportlens.core.export import analyze
+from exportlens.core.export import signature_checks
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.project import Sources
@@ -113,5 +113,5 @@ def tensor_attribute_diagnostics(
                 out.append(Diagnostic.at("banned-mutation/tensor-attribute", message, where, target))
     if unresolved:
         text = "The tensor attributes " + ", ".join("self." + p for p in unresolved) + " were assigned during export"
-        out += analyze.tensor_attribute_diagnostics([text], sources.main, target, fallback)
+        out += signature_checks.tensor_attribute_diagnostics([text], sources.main, target, fallback)
     return out

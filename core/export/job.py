@@ -15,7 +15,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, deps, shapes_spec
+from exportlens.core.export import analyze, attributes, deps, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -160,10 +160,10 @@ def export_target(
     from exportlens.core.export.extract import extract_signature, graph_text
 
     signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs, sources=sources)
-    found = analyze.mutation_diagnostics(signature, name, candidate.where)
+    found = signature_checks.mutation_diagnostics(signature, name, candidate.where)
     found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
-    found += analyze.signature_diagnostics(
+    found += signature_checks.signature_diagnostics(
         signature,
         placeholders=[n.name for n in ep.graph.nodes if n.op == "placeholder"],
         graph_outputs=[a.name for a in output_node.args[0] if isinstance(a, torch.fx.Node)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exportlens.core.export import analyze
+from exportlens.core.export import analyze, signature_checks
 from exportlens.core.export.analyze import ErrorFacts, Frame
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine
 from exportlens.core.source.sourcemap import SourceIndex
@@ -127,7 +127,7 @@ def _arg(name: str) -> ArgSpec:
 
 
 def _check(sig: Signature, placeholders: list[str], outputs: list[str]) -> list[tuple[str, str]]:
-    found = analyze.signature_diagnostics(
+    found = signature_checks.signature_diagnostics(
         sig,
         placeholders=placeholders,
         graph_outputs=outputs,
@@ -179,7 +179,7 @@ def test_mutation_diagnostics_point_at_the_spec_line() -> None:
             OutputSpec("USER_OUTPUT", _arg("o")),
         ),
     )
-    found = analyze.mutation_diagnostics(sig, "M", SourceLine(4))
+    found = signature_checks.mutation_diagnostics(sig, "M", SourceLine(4))
     assert [(d.code, d.line, d.severity) for d in found] == [
         ("mutation/buffer", 13, "information"),
         ("mutation/user-input", 14, "warning"),
@@ -191,9 +191,9 @@ def test_tensor_attribute_warning_points_at_each_assignment() -> None:
     src = "class M:\n    def __init__(self):\n        self.mean = 0\n    def forward(self, x):\n        self.mean = x\n        return x\n"
     index = SourceIndex.build(src, "/m.py")
     warnings = ["The tensor attributes self.mean, self.other were assigned during export. Such attributes must be registered as buffers"]
-    found = analyze.tensor_attribute_diagnostics(warnings, index, "M", SourceLine(1))
+    found = signature_checks.tensor_attribute_diagnostics(warnings, index, "M", SourceLine(1))
     assert [(d.code, d.line) for d in found] == [("banned-mutation/tensor-attribute", 5), ("banned-mutation/tensor-attribute", 1)]
-    assert analyze.tensor_attribute_diagnostics(["unrelated warning"], index, "M", SourceLine(1)) == []
+    assert signature_checks.tensor_attribute_diagnostics(["unrelated warning"], index, "M", SourceLine(1)) == []
 
 
 # -- messages passed through from torch get the user's context (issue 11, fix 6)
