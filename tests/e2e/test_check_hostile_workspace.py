@@ -9,33 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import check_json, run_cli
+from tests.workspaces import hostile_workspace
 
 pytestmark = pytest.mark.adversarial
 
-SHADOWS = ("attr", "tokenize", "msgpack", "typing_extensions")
-MODEL = """\
-import torch
-from torch import nn
-
-from helpers import SCALE  # a local module: imported as Python would import it
-
-
-class Scaled(nn.Module):
-    def forward(self, x):
-        return x * SCALE
-
-
-model = Scaled()
-example_args = (torch.randn(2, 3),)
-"""
-
-
-def hostile_workspace(folder: Path) -> Path:
-    for name in SHADOWS:
-        (folder / f"{name}.py").write_text(f"raise RuntimeError('the workspace {name}.py was imported')\n")
-    (folder / "helpers.py").write_text("SCALE = 3\n")
-    (folder / "model.py").write_text(MODEL)
-    return folder / "model.py"
 
 
 def test_check_runs_in_a_folder_that_shadows_its_libraries(tmp_path: Path) -> None:

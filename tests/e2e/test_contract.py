@@ -9,37 +9,14 @@ exports go through the session's result cache, so an unchanged file is a cache h
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import check_json, run_cli
+from tests.workspaces import CONTRACT_MODEL as MODEL
 
-MODEL = textwrap.dedent(
-    '''\
-    import torch
-    from torch import nn
-    from torch.export import Dim
-
-
-    class TinyMLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc1 = nn.Linear(8, 16)
-            self.fc2 = nn.Linear(16, 4)
-
-        def forward(self, x):
-            h = self.fc1(x).relu()
-            return self.fc2(h)
-
-
-    model = TinyMLP()
-    example_args = (torch.randn(2, 8),)
-    dynamic_shapes = {"x": {0: Dim("batch", min=1, max=32)}}
-    '''
-)
 SNAPSHOT = "exportlens.snapshot.json"
 
 

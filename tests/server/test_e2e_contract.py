@@ -5,7 +5,6 @@ and goes away when the snapshot on disk is updated (written by the real command)
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,32 +12,10 @@ from lsprotocol import types
 
 from tests.conftest import run_cli
 from tests.server.lsp_client import Doc, running_server
+from tests.workspaces import CONTRACT_MODEL as MODEL
 
 pytestmark = pytest.mark.asyncio
 
-MODEL = textwrap.dedent(
-    '''\
-    import torch
-    from torch import nn
-    from torch.export import Dim
-
-
-    class TinyMLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc1 = nn.Linear(8, 16)
-            self.fc2 = nn.Linear(16, 4)
-
-        def forward(self, x):
-            h = self.fc1(x).relu()
-            return self.fc2(h)
-
-
-    model = TinyMLP()
-    example_args = (torch.randn(2, 8),)
-    dynamic_shapes = {"x": {0: Dim("batch", min=1, max=32)}}
-    '''
-)
 
 
 def changes(diagnostics: list[types.Diagnostic]) -> list[tuple[int, types.DiagnosticSeverity | None, str]]:

@@ -10,33 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.server.lsp_client import SERVE, Doc, running_server
+from tests.workspaces import hostile_workspace
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.adversarial]
 
-SHADOWS = ("attr", "tokenize", "msgpack", "typing_extensions")
-MODEL = """\
-import torch
-from torch import nn
-
-from helpers import SCALE  # a local module: imported as Python would import it
-
-
-class Scaled(nn.Module):
-    def forward(self, x):
-        return x * SCALE
-
-
-model = Scaled()
-example_args = (torch.randn(2, 3),)
-"""
-
-
-def hostile_workspace(folder: Path) -> Path:
-    for name in SHADOWS:
-        (folder / f"{name}.py").write_text(f"raise RuntimeError('the workspace {name}.py was imported')\n")
-    (folder / "helpers.py").write_text("SCALE = 3\n")
-    (folder / "model.py").write_text(MODEL)
-    return folder / "model.py"
 
 
 @pytest.mark.parametrize("serve", [SERVE, ("-m", "exportlens", "serve")], ids=["editor-command", "without-P"])
