@@ -130,7 +130,9 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     view = view_for(state.path, results) if text is not None else None
     if view is not None and not view.targets and not view.diagnostics:
         view = None  # no target runs this file: nothing to show, as for any other file
-    state.view = True
+    # Only a view that shows something makes this a model module: a plain file whose
+    # run found nothing is idle, also while a later run (a save, a change on disk) looks again.
+    state.view = view is not None
     state.result, state.from_cache, state.index = view, not exported, None
     if view is None:
         if had:
