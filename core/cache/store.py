@@ -246,21 +246,29 @@ class ResultCache:
             key2 = second_key(key1, deps)
             if key2 is None:
                 return None
-            entry = self._read(key2, KIND_ENTRY)
-            if entry is None:
-                return None
-            try:
-                result = from_plain(FileResult, entry.get("result"))
-            except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
-                self._corrupt(self._path(key2, KIND_ENTRY), e)
-                return None
-            if result.path != request.path or not still_missing(result):
+            result = self._entry(key2, request)
+            if result is None:
                 return None
             self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
             return result
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
             log.warning("cache lookup of %s failed: %s", request.path, e)
             return None
+
+    def _entry(self, key2: str, request: ExportRequest) -> FileResult | None:
+        """The result stored under ``key2`` if it is ``request``'s and still holds;
+        None otherwise (an entry that does not decode is marked corrupt)."""
+        entry = self._read(key2, KIND_ENTRY)
+        if entry is None:
+            return None
+        try:
+            result = from_plain(FileResult, entry.get("result"))
+        except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
+            self._corrupt(self._path(key2, KIND_ENTRY), e)
+            return None
+        if result.path != request.path or not still_missing(result):
+            return None
+        return result
 
     def _lookup_moved(self, request: ExportRequest, source: bytes) -> FileResult | None:
         """The result of a text with the same tokens (only comments or blank lines
@@ -280,18 +288,11 @@ class ResultCache:
         if old == source:
             return None  # the same bytes missed by their own key (a bad or evicted file): a miss
         key2 = second_key(key1, deps)
-        entry = self._read(key2, KIND_ENTRY) if key2 is not None else None
-        if entry is None or key2 is None:
+        stored = self._entry(key2, request) if key2 is not None else None
+        if stored is None or key2 is None:
             return None
         lines = line_map(old, source)
         if lines is None:
-            return None
-        try:
-            stored = from_plain(FileResult, entry.get("result"))
-        except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
-            self._corrupt(self._path(key2, KIND_ENTRY), e)
-            return None
-        if stored.path != request.path or not still_missing(stored):
             return None
         result = remap(stored, [FileMap(request.path, old, lines)])
         if result is None:
