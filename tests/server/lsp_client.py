@@ -68,11 +68,15 @@ class RecordingClient(LanguageClient):
         return await self.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
 
 
-def make_client() -> RecordingClient:
+def make_client(asked: list[str] | None = None) -> RecordingClient:
+    """A client that wakes its waiters on every message the server sends it; ``asked``,
+    when given, notes the method of every request and notification but diagnostics."""
     client = RecordingClient()
 
-    def waking(handler: Callable[..., Any]) -> Callable[..., Any]:
+    def waking(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
         def run(ls: RecordingClient, params: Any) -> Any:
+            if asked is not None:
+                asked.append(method)
             try:
                 return handler(ls, params)
             finally:
@@ -82,7 +86,7 @@ def make_client() -> RecordingClient:
 
     for method, handler in DEFAULT_CLIENT_FEATURES.items():
         if method != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
-            client.feature(method)(waking(handler))
+            client.feature(method)(waking(method, handler))
 
     @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     def on_publish(ls: RecordingClient, params: types.PublishDiagnosticsParams) -> None:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 from lsprotocol import types
-from pytest_lsp.client import DEFAULT_CLIENT_FEATURES
 
-from tests.server.lsp_client import SERVE, Doc, RecordingClient
+from tests.server.lsp_client import SERVE, Doc, make_client
 
 MODEL = """import torch
 
@@ -43,39 +41,13 @@ PLAIN = types.ClientCapabilities(
 )
 
 
-def recording_client(asked: list[str]) -> RecordingClient:
-    """A client that notes every request and notification the server sends it."""
-    client = RecordingClient()
-
-    def noting(method: str, handler: Callable[..., Any]) -> Callable[..., Any]:
-        def run(ls: RecordingClient, params: Any) -> Any:
-            asked.append(method)
-            try:
-                return handler(ls, params)
-            finally:
-                ls.changed.set()
-
-        return run
-
-    for method, handler in DEFAULT_CLIENT_FEATURES.items():
-        if method != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
-            client.feature(method)(noting(method, handler))
-
-    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    def on_publish(ls: RecordingClient, params: types.PublishDiagnosticsParams) -> None:
-        ls.published.append(params)
-        ls.changed.set()
-
-    return client
-
-
 @pytest.mark.asyncio
 async def test_a_push_only_utf16_client_without_progress_or_configuration(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     path = tmp_path / "counter.py"
     path.write_text(MODEL, encoding="utf-8")
     asked: list[str] = []
-    client = recording_client(asked)
+    client = make_client(asked)
     await client.start_io(sys.executable, *SERVE, env=dict(os.environ, PYTHONWARNINGS="ignore"), cwd=tmp_path)
     try:
         result = await client.initialize_session(types.InitializeParams(capabilities=PLAIN, root_uri=tmp_path.as_uri(), initialization_options={"exportlens": {}}))
