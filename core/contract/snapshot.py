@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 import threading
 from collections import OrderedDict
@@ -87,16 +86,10 @@ def file_key(root: str, path: str) -> str:
 
 # -- a signature as recorded ------------------------------------------------------------
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def entry_of(signature: Signature) -> TargetEntry:
     """The recorded form of ``signature``: torch's symbols replaced by the user's
     ``Dim`` names, inside expressions too (``2*s47 + 1`` -> ``2*width + 1``)."""
-    names = signature.dim_names
-
-    def rename(text: str) -> str:
-        return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), text) if names else text
+    rename = signature.named
 
     def spec(s: InputSpec | OutputSpec, *, keep_name: bool) -> SpecEntry:
         meta = s.arg.meta

@@ -12,6 +12,8 @@ reported as ``unknown-input-kind`` instead of crashing the reader.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,11 +115,24 @@ class Signature:
     # of ``Dim.AUTO``/``Dim.DYNAMIC`` dims have no name and are not here.
     dim_names: dict[str, str] = field(default_factory=dict)
 
+    def named(self, text: str) -> str:
+        """``text`` (a dim, a shape, an expression) with torch's symbols replaced by
+        the user's ``Dim`` names: ``2*s47 + 1`` -> ``2*width + 1``."""
+        return named_dims(text, self.dim_names)
+
     def torch_text(self) -> str:
         """The signature exactly as ``print(ep.graph_signature)`` shows it."""
         ins = "\n".join(spec_text(i) for i in self.inputs)
         outs = "\n".join(spec_text(o) for o in self.outputs)
         return "\n# inputs\n" + ins + "\n\n# outputs\n" + outs + "\n"
+
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def named_dims(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each symbol in ``names`` (``{"s47": "width"}``) replaced by its name."""
+    return _SYMBOL.sub(lambda m: names.get(m.group(0), m.group(0)), text) if names else text
 
 
 def spec_text(spec: InputSpec | OutputSpec) -> str:
