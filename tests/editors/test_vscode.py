@@ -94,6 +94,8 @@ def test_vsix_holds_the_bundle_and_manifest(vsix: Path) -> None:
     assert commands == {
         "exportlens.reexport",
         "exportlens.showGraph",
+        "exportlens.graph",
+        "exportlens.showLineNodes",
         "exportlens.clearCache",
         "exportlens.restart",
         "exportlens.showOutput",
@@ -147,6 +149,7 @@ UNSET = {
     "strict": None,
     "lower": None,
     "diagnostics": None,
+    "inlayHints": None,
 }
 
 

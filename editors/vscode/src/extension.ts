@@ -2,6 +2,7 @@
 import { ExtensionContext, workspace } from 'vscode';
 import { registerCommands } from './commands';
 import { GraphDocuments } from './graphDocument';
+import { GraphViews } from './graphView';
 import { createLogChannel, logInfo } from './log';
 import { onPythonInterpreterChange } from './python';
 import { readInterpreterSetting } from './config';
@@ -17,11 +18,13 @@ export async function activate(context: ExtensionContext): Promise<void> {
     logInfo(`exportlens extension ${context.extension.packageJSON.version as string} activated`);
     server = new ServerController(channel);
     const graphs = new GraphDocuments(server);
+    const views = new GraphViews(server);
     context.subscriptions.push(
         channel,
         graphs,
+        views,
         new ExportStatusBar(server),
-        ...registerCommands(server, graphs),
+        ...registerCommands(server, graphs, views),
         workspace.onDidChangeConfiguration((event) => {
             if (needsRestart((section) => event.affectsConfiguration(section))) {
                 void server?.restart('settings changed');

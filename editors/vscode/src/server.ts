@@ -11,6 +11,7 @@ import {
     State,
 } from 'vscode-languageclient/node';
 import { SECTION, firstFolder, homeDir, readInterpreterSetting, readServerSettings } from './config';
+import { OWN_COMMANDS } from './commandIds';
 import { checkImportable, fixMessage } from './importCheck';
 import { chooseInterpreter, describeChoice, settingIsSet } from './interpreterChoice';
 import { logError, logInfo, logWarn } from './log';
@@ -25,18 +26,6 @@ import { ServerSettings, didChangeConfigurationParams, initializationOptions } f
  */
 const SERVE_ARGS = ['-P', '-m', 'exportlens', 'serve'];
 
-/**
- * Commands this extension registers itself (package.json). The server advertises some of
- * the same ids in `executeCommandProvider`; the language client would register those as
- * VS Code commands too and fail on the duplicate, so it skips these.
- */
-const OWN_COMMANDS = new Set([
-    'exportlens.reexport',
-    'exportlens.showGraph',
-    'exportlens.clearCache',
-    'exportlens.restart',
-    'exportlens.showOutput',
-]);
 
 export class ServerController implements Disposable {
     private client: LanguageClient | undefined;

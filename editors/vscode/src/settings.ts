@@ -48,6 +48,7 @@ export interface ServerSettings {
     strict: boolean | null;
     lower: string[] | null; // [] lowers nothing, whatever pyproject says
     diagnostics: Record<string, boolean> | null; // code -> shown
+    inlayHints: boolean | null; // dtype/shape hints after each line of forward
 }
 
 /** The effective values the server falls back to, mirrored for documentation and tests. */
@@ -61,6 +62,7 @@ export const SERVER_DEFAULTS = {
     strict: false,
     lower: [],
     diagnostics: {},
+    inlayHints: true,
 } as const;
 
 /** One setting as the editor reports it: its value and whether the user set it anywhere. */
@@ -112,7 +114,7 @@ function numberSetting(key: keyof typeof NUMBER_RULES, value: unknown, problems:
     return null;
 }
 
-function booleanSetting(key: 'cache' | 'strict', value: unknown, problems: string[]): boolean | null {
+function booleanSetting(key: 'cache' | 'strict' | 'inlayHints', value: unknown, problems: string[]): boolean | null {
     if (typeof value === 'boolean') {
         return value;
     }
@@ -196,6 +198,7 @@ export function toServerSettings(read: SettingReader): MappedSettings {
         strict: pick('strict', (v) => booleanSetting('strict', v, problems)),
         lower: pick('lower', (v) => lowerSetting(v, problems)),
         diagnostics: pick('diagnostics', (v) => diagnosticsSetting(v, problems)),
+        inlayHints: pick('inlayHints', (v) => booleanSetting('inlayHints', v, problems)),
     };
     return { settings, problems };
 }
@@ -214,7 +217,8 @@ export function didChangeConfigurationParams(settings: ServerSettings): { settin
  * Settings that only take effect in a new server process: the interpreter is the
  * process itself, and the worker count sizes the warm pool when it starts. The rest
  * (limits, cache, strict, diagnostics) reach the running server through
- * didChangeConfiguration and apply to the next export.
+ * didChangeConfiguration and apply to the next export; `inlayHints` at once (the
+ * server asks the editor to refresh its hints).
  */
 export const RESTART_SETTINGS: readonly string[] = ['exportlens.interpreter', 'exportlens.workers'];
 

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
     DIAGNOSTIC_CODES,
+    SERVER_DEFAULTS,
     ServerSettings,
     SettingValue,
     didChangeConfigurationParams,
@@ -27,6 +28,7 @@ const ALL_NULL: ServerSettings = {
     strict: null,
     lower: null,
     diagnostics: null,
+    inlayHints: null,
 };
 
 test('nothing set: every key present and null, so pyproject and server defaults apply', () => {
@@ -53,6 +55,7 @@ test('every setting is carried under its camelCase key', () => {
             strict: true,
             lower: ['onnx'],
             diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
+            inlayHints: false,
         }),
     );
     assert.deepEqual(problems, []);
@@ -66,6 +69,7 @@ test('every setting is carried under its camelCase key', () => {
         strict: true,
         lower: ['onnx'],
         diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
+        inlayHints: false,
     });
     assert.deepEqual(initializationOptions(settings), { exportlens: settings });
     assert.deepEqual(didChangeConfigurationParams(settings), { settings: { exportlens: settings } });
@@ -89,7 +93,7 @@ test('unknown codes and non-boolean switches are dropped with one message each',
 
 test('bad values fall back to the server default (null) and say which setting and why', () => {
     const { settings, problems } = toServerSettings(
-        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], cacheDir: 42, diagnostics: 7 }),
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], cacheDir: 42, diagnostics: 7, inlayHints: 'off' }),
     );
     assert.deepEqual(settings, ALL_NULL);
     const named = problems.map((p) => p.split(':')[0]);
@@ -103,8 +107,10 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.strict',
         'exportlens.lower',
         'exportlens.diagnostics',
+        'exportlens.inlayHints',
     ]);
     assert.match(problems[0], /using the default 300/);
+    assert.match(problems[9], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
 });
 
 test('cacheDir set to "" or null means the server default folder', () => {
@@ -139,6 +145,8 @@ test('restart only for settings a running server cannot take', () => {
     assert.equal(needsRestart(affects(['exportlens.interpreter'])), true);
     assert.equal(needsRestart(affects(['exportlens.workers'])), true);
     assert.equal(needsRestart(affects(['exportlens.timeout', 'exportlens.diagnostics'])), false);
+    // Hints are switched in the running server, which asks the editor to refresh them.
+    assert.equal(needsRestart(affects(['exportlens.inlayHints'])), false);
     assert.equal(needsRestart(affects(['python.defaultInterpreterPath'])), false);
 });
 
@@ -148,4 +156,16 @@ test('lower: a list of known formats; [] turns lowering off over pyproject', () 
     const { settings, problems } = toServerSettings(reader({ lower: 'onnx' }));
     assert.equal(settings.lower, null);
     assert.match(problems[0], /exportlens\.lower: expected a list of formats \(onnx\)/);
+});
+
+test('inlayHints: true/false is sent as set; the manifest default is on, like the server\'s', () => {
+    assert.equal(toServerSettings(reader({ inlayHints: false })).settings.inlayHints, false);
+    assert.equal(toServerSettings(reader({ inlayHints: true })).settings.inlayHints, true);
+    assert.equal(toServerSettings(reader({ inlayHints: null })).settings.inlayHints, null);
+    const manifest = require('../../../package.json') as {
+        contributes: { configuration: { properties: Record<string, { type?: unknown; default?: unknown }> } };
+    };
+    const prop = manifest.contributes.configuration.properties['exportlens.inlayHints'];
+    assert.equal(prop.type, 'boolean');
+    assert.equal(prop.default, SERVER_DEFAULTS.inlayHints);
 });
