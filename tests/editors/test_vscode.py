@@ -280,3 +280,88 @@ def test_real_editor_explains_a_missing_exportlens(kit: dict[str, str], vsix: Pa
     assert f"{python} -m pip install exportlens" in result["notification"], result["notification"]
     assert "exportlens.interpreter" in result["notification"], result["notification"]
     assert result["statusBar"] == {"not-installed": "exportlens: not running"}, result["statusBar"]
+
+
+FEATURES = Path(__file__).resolve().parent / "workspaces" / "features"
+
+
+def _line_of(file: Path, code: str) -> int:
+    """1-based line of the first line holding ``code``."""
+    for number, text in enumerate(file.read_text().splitlines(), start=1):
+        if code in text:
+            return number
+    raise AssertionError(f"no {code!r} in {file}")
+
+
+@pytest.mark.timeout(3600)
+def test_real_editor_shows_hints_lenses_graph_links_and_applies_a_quick_fix(kit: dict[str, str], vsix: Path) -> None:
+    """Issue 12 in the real editor, on a model whose classes live in another module.
+
+    net.py declares ``model = Block()``; Block's code is in layers.py. Opening layers.py
+    must show the dtype/shape hint (with the user's Dim name) after its forward line and
+    the target's lenses on its class line; the status lens re-exports when clicked, "Show
+    graph" opens the view whose ``layers.py:LINE`` jumps (Ctrl+click and F12) to that
+    line; "Show Nodes of This Line" shows what a line became; a quick fix chosen in the
+    Quick Fix menu removes its diagnostic once the file is exported again.
+    """
+    assert VENV_PYTHON.exists(), "run scripts/setup first"
+    layers = FEATURES / "layers.py"
+    proj_line = _line_of(layers, "h = self.proj(x)")
+    mutation_line = _line_of(FEATURES / "running_mean.py", "self.mean = 0.9")
+    features = {
+        "target": {"file": "net.py", "lenses": ["✓ Block exported", "Show graph"]},
+        "module": {
+            "file": "layers.py",
+            "hint": {"code": "h = self.proj(x)", "expect": "float32[batch, 16]"},
+            "lenses": ["✓ Block exported", "Show graph"],
+        },
+        "view": {
+            "expect": [f"layers.py:{proj_line}", "relu"],
+            "linkText": f"layers.py:{proj_line}",
+            "file": "layers.py",
+            "line": proj_line,
+        },
+        "lineNodes": {"line": proj_line, "expect": ["linear", f"layers.py:{proj_line}"]},
+        "quickFix": {
+            "file": "running_mean.py",
+            "code": "banned-mutation/tensor-attribute",
+            "line": mutation_line,
+            "column": 9,
+            "title": "register_buffer",
+        },
+    }
+    result = _run_e2e(
+        kit,
+        vsix,
+        "features",
+        mode="features",
+        features=features,
+        workspaceFiles=[str(FEATURES / n) for n in ("net.py", "layers.py", "running_mean.py")],
+    )
+
+    # The hint follows the code on its line, named after the user's Dim, not torch's s77.
+    hinted = result["hints"]["layers.py"]
+    assert hinted.index("float32[batch, 16]") > hinted.index("h = self.proj(x)"), hinted
+    assert "s77" not in hinted, hinted
+    assert any(t.startswith("✓ Block exported") for t in result["lenses"]["net.py"]), result["lenses"]
+    assert any(t.startswith("✓ Block exported") for t in result["lenses"]["layers.py"]), result["lenses"]
+    # The status lens re-exported the file it stands in, and the server answered.
+    (reexport,) = result["lensCommands"]
+    assert reexport["command"] == "exportlens.reexport" and reexport["answered"] and not reexport["failed"], reexport
+    assert reexport["arguments"][0].endswith("/layers.py") or reexport["arguments"][0].endswith("/net.py"), reexport
+    assert f"layers.py:{proj_line}" in result["graph"], result["graph"]
+    assert [j["how"] for j in result["jumps"]] == ["Ctrl+click", "F12"], result["jumps"]
+    assert all(j["where"].startswith(f"Ln {proj_line},") for j in result["jumps"]), result["jumps"]
+    assert "linear" in result["lineNodes"] and "relu" not in result["lineNodes"], result["lineNodes"]
+    assert any("register_buffer" in t for t in result["quickFixes"]), result["quickFixes"]
+    assert not any("banned-mutation/tensor-attribute" in r for r in result["problemsAfterFix"]), result[
+        "problemsAfterFix"
+    ]
+    shots = {Path(p).name for p in result["screenshots"]}
+    assert {"vscode-inlay-hints.png", "vscode-graph-view.png", "vscode-quick-fix.png"} <= shots, shots
+
+    if os.environ.get("EXPORTLENS_UPDATE_DOCS_IMAGES") == "1":
+        images = ROOT / "docs" / "images"
+        images.mkdir(parents=True, exist_ok=True)
+        for name in ("vscode-inlay-hints.png", "vscode-quick-fix.png", "vscode-graph-view.png"):
+            shutil.copyfile(ARTIFACTS / "features" / name, images / name)

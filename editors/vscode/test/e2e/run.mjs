@@ -11,8 +11,10 @@
 // Config: {
 //   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
 //   vsix, python, workspaceFiles: [paths], artifacts: dir,
-//   mode: "plumbing" | "full" | "not-installed",  // plumbing: only the server start attempt;
-//                                                // not-installed: `python` lacks exportlens
+//   mode: "plumbing" | "full" | "not-installed" | "features",  // plumbing: only the server start
+//                                                // attempt; not-installed: `python` lacks exportlens;
+//                                                // features: hints, lenses, graph view, quick fix
+//   features: {target, module, view, lineNodes, quickFix},  // see features() below
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
@@ -28,7 +30,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
-const result = { ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [], output: '', screenshots: [], error: null };
+const result = {
+    ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
+    hints: {}, lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
+    output: '', screenshots: [], error: null,
+};
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
 const started = Date.now();
 const step = (name) => {
@@ -353,10 +359,8 @@ async function hoverAt(page, hover) {
             }, undefined, { timeout: UI_WAIT });
             return;
         }
-        // Close the modal (its header's close button) so the workbench takes keys again.
-    const close = page.locator('.modal-editor-header .codicon-close, .modal-editor-part .codicon-close').first();
-    await close.click({ timeout: UI_WAIT });
-    await page.locator('.monaco-modal-editor-block').first().waitFor({ state: 'hidden', timeout: UI_WAIT });
+        // Not there yet (the export is still running): close the hover and ask again.
+        await page.keyboard.press('Escape');
         await page.waitForTimeout(1000);
     }
     result.hover = text;
@@ -503,6 +507,280 @@ async function changeSettings(page, profile, change) {
     throw new Error(`after the settings change the Problems panel shows ${JSON.stringify(rows)}`);
 }
 
+
+// ---- issue 12: inlay hints, code lenses, quick fixes, the graph view -------------------
+
+/** Put the cursor at 1-based line:column of the active editor (Go to Line). */
+async function goTo(page, line, column = 1) {
+    await page.keyboard.press('Control+G');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await input.fill(`:${line}:${column}`);
+    await page.keyboard.press('Enter');
+    await input.waitFor({ state: 'hidden', timeout: UI_WAIT });
+}
+
+/** The rendered text of the active editor's line that contains `code` (inlay hints included). */
+async function renderedLine(page, code) {
+    return page.evaluate((code) => {
+        const lines = document.querySelectorAll('.editor-group-container.active .monaco-editor .view-lines .view-line');
+        const texts = Array.from(lines, (l) => l.textContent.replace(/\u00a0/g, ' '));
+        return texts.find((t) => t.includes(code)) ?? '';
+    }, code);
+}
+
+/** Wait until the line holding `code` shows `expect` after it (an inlay hint). */
+async function waitForHint(page, file, code, expect) {
+    step(`wait for the inlay hint "${expect}" on "${code}" in ${file}`);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await renderedLine(page, code);
+        const at = text.indexOf(code);
+        if (at >= 0 && text.indexOf(expect, at + code.length) >= 0) {
+            result.hints[file] = text;
+            return text;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.hints[file] = text;
+    throw new Error(`no inlay hint "${expect}" after "${code}" in ${file}; the line reads: ${text}`);
+}
+
+/** The code lens titles shown in the active editor. */
+async function lensTitles(page) {
+    return page.evaluate(() =>
+        Array.from(
+            document.querySelectorAll('.editor-group-container.active .monaco-editor .codelens-decoration a'),
+            (a) => a.textContent.replace(/\u00a0/g, ' ').trim(),
+        ),
+    );
+}
+
+async function waitForLenses(page, file, expect) {
+    step(`wait for code lenses ${JSON.stringify(expect)} in ${file}`);
+    const end = Date.now() + TIMEOUT;
+    let titles = [];
+    while (Date.now() < end) {
+        titles = await lensTitles(page);
+        if (expect.every((e) => titles.some((t) => t.startsWith(e)))) {
+            result.lenses[file] = titles;
+            return titles;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.lenses[file] = titles;
+    throw new Error(`the code lenses in ${file} are ${JSON.stringify(titles)}, not ${JSON.stringify(expect)}`);
+}
+
+async function clickLens(page, startsWith) {
+    step(`click the code lens "${startsWith}..."`);
+    const lens = page
+        .locator('.editor-group-container.active .monaco-editor .codelens-decoration a', { hasText: startsWith })
+        .first();
+    await lens.click({ timeout: UI_WAIT });
+}
+
+/** The LSP requests `workspace/executeCommand` the trace shows, as {command, arguments, answered}. */
+function executedCommands(text) {
+    const sent = [];
+    for (const m of text.matchAll(/Sending request 'workspace\/executeCommand - \((\d+)\)'[^\n]*\n[^\n]*?Params: (\{.*?\n\})/gs)) {
+        const params = JSON.parse(m[2]);
+        const id = m[1];
+        const answered = new RegExp(`Received response 'workspace/executeCommand - \\(${id}\\)'`).test(text);
+        const failed = new RegExp(`Request workspace/executeCommand failed|Received response 'workspace/executeCommand - \\(${id}\\)'[^\\n]*\\n[^\\n]*?Error`).test(text);
+        sent.push({ command: params.command, arguments: params.arguments, answered, failed });
+    }
+    return sent;
+}
+
+async function waitForCommand(page, profile, command, before) {
+    step(`wait for ${command} to reach the server and be answered`);
+    const end = Date.now() + TIMEOUT;
+    let seen = [];
+    while (Date.now() < end) {
+        seen = executedCommands(await outputText(page, profile)).slice(before);
+        const done = seen.find((c) => c.command === command && c.answered);
+        if (done) {
+            return done;
+        }
+        await page.waitForTimeout(250);
+    }
+    throw new Error(`${command} was not answered; executeCommand requests after the click: ${JSON.stringify(seen)}`);
+}
+
+/** The active editor's text (a virtual document: every line is rendered, it is short). */
+async function activeText(page) {
+    return page.evaluate(() => {
+        const editor = document.querySelector('.editor-group-container.active .monaco-editor .view-lines');
+        return editor ? Array.from(editor.querySelectorAll('.view-line'), (l) => l.textContent.replace(/\u00a0/g, ' ')).join('\n') : '';
+    });
+}
+
+async function activeTab(page) {
+    return page.evaluate(() => {
+        const tab = document.querySelector('.editor-group-container.active .tabs-container .tab.active');
+        return tab ? tab.getAttribute('aria-label') ?? tab.textContent : '';
+    });
+}
+
+/** "Ln 13, Col 9" of the status bar: where the cursor is. */
+async function cursorPosition(page) {
+    return page.evaluate(() => {
+        const item = document.getElementById('status.editor.selection');
+        return item ? item.textContent.replace(/\u00a0/g, ' ').trim() : '';
+    });
+}
+
+async function waitForView(page, tabText, expect) {
+    step(`wait for the graph view "${tabText}" showing ${JSON.stringify(expect)}`);
+    const tab = page.locator('.tabs-container .tab.active', { hasText: tabText }).first();
+    await tab.waitFor({ state: 'visible', timeout: UI_WAIT });
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await activeText(page);
+        if (expect.every((e) => text.includes(e))) {
+            return text;
+        }
+        await page.waitForTimeout(250);
+    }
+    throw new Error(`the graph view lacks ${JSON.stringify(expect)}; it shows:\n${text}`);
+}
+
+/** Wait until the editor shows `file` with the cursor on `line` (1-based). */
+async function waitForJump(page, file, line, how) {
+    const end = Date.now() + UI_WAIT;
+    let tab = '';
+    let where = '';
+    while (Date.now() < end) {
+        tab = await activeTab(page);
+        where = await cursorPosition(page);
+        if (tab.startsWith(file) && where.startsWith(`Ln ${line},`)) {
+            result.jumps.push({ how, tab, where });
+            return;
+        }
+        await page.waitForTimeout(250);
+    }
+    throw new Error(`${how} did not jump to ${file}:${line}; the active tab is "${tab}" at "${where}"`);
+}
+
+/**
+ * The graph view: a row's `file.py:LINE` is a link (Ctrl+click) and a definition (F12);
+ * both must land on that line of the source file.
+ */
+async function followGraphLinks(page, view) {
+    const rows = (await activeText(page)).split('\n');
+    const index = rows.findIndex((r) => r.includes(view.linkText));
+    if (index < 0) {
+        throw new Error(`no row with ${view.linkText} in the graph view:\n${rows.join('\n')}`);
+    }
+    step(`Ctrl+click ${view.linkText} in the graph view`);
+    const link = page
+        .locator('.editor-group-container.active .view-line', { hasText: view.linkText })
+        .first()
+        .locator('.detected-link', { hasText: view.linkText.split(':')[0] })
+        .first();
+    await link.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await link.click({ modifiers: ['Control'] });
+    await waitForJump(page, view.file, view.line, 'Ctrl+click');
+    step('back to the graph view, F12 on the same link');
+    await page.keyboard.press('Control+Alt+-'); // Go Back
+    await page.locator('.tabs-container .tab.active', { hasText: '.nodes' }).first().waitFor({ timeout: UI_WAIT });
+    const column = rows[index].indexOf(view.linkText) + 2;
+    await goTo(page, index + 1, column);
+    await page.keyboard.press('F12');
+    await waitForJump(page, view.file, view.line, 'F12');
+}
+
+/** Quick Fix... on a diagnostic's line: pick the fix by title, then save; the problem must go. */
+async function applyQuickFix(page, fix) {
+    await openFile(page, fix.file);
+    step(`open the problems, wait for ${fix.code} on ${fix.file}:${fix.line}`);
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    const end = Date.now() + TIMEOUT;
+    const has = (rows) => rows.some((r) => r.includes(fix.code) && r.includes(`[Ln ${fix.line}, Col `));
+    while (!has(await problemRows(page))) {
+        if (Date.now() > end) {
+            throw new Error(`${fix.code} never showed at line ${fix.line}: ${JSON.stringify(await problemRows(page))}`);
+        }
+        await page.waitForTimeout(250);
+    }
+    await openFile(page, fix.file);
+    await goTo(page, fix.line, fix.column);
+    step(`Quick Fix... on ${fix.file}:${fix.line}`);
+    const menuEnd = Date.now() + TIMEOUT;
+    let titles = [];
+    for (;;) {
+        await runCommand(page, 'Quick Fix...');
+        const menu = page.locator('.action-widget').first();
+        await menu.waitFor({ state: 'visible', timeout: UI_WAIT }).catch(() => undefined);
+        titles = await page.evaluate(() =>
+            Array.from(document.querySelectorAll('.action-widget .monaco-list-row'), (r) => r.textContent.replace(/\u00a0/g, ' ').trim()),
+        );
+        if (titles.some((t) => t.includes(fix.title))) {
+            break;
+        }
+        // A fix arrives with the export's result: close the menu and ask again.
+        await page.keyboard.press('Escape');
+        if (Date.now() > menuEnd) {
+            throw new Error(`Quick Fix... never offered "${fix.title}"; it offered ${JSON.stringify(titles)}`);
+        }
+        await page.waitForTimeout(1000);
+    }
+    result.quickFixes = titles;
+    await screenshot(page, 'vscode-quick-fix.png');
+    await page.locator('.action-widget .monaco-list-row', { hasText: fix.title }).first().click();
+    await page.keyboard.press('Control+S');
+    step(`wait for ${fix.code} to leave the Problems panel`);
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    let rows = [];
+    while (Date.now() < end + TIMEOUT) {
+        rows = await problemRows(page);
+        if (!rows.some((r) => r.includes(fix.code))) {
+            result.problemsAfterFix = rows;
+            return;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.problemsAfterFix = rows;
+    throw new Error(`after the quick fix the Problems panel still shows ${fix.code}: ${JSON.stringify(rows)}`);
+}
+
+/** Everything issue 12 adds, on a model (net.py) whose classes live in layers.py. */
+async function features(page, profile, f) {
+    await waitForOutput(page, profile, /Server running/, 'a running server');
+    // The declaring file: its hint-less target line still gets the lenses.
+    await openFile(page, f.target.file);
+    await waitForLenses(page, f.target.file, f.target.lenses);
+    // The module where the code lives: hints after its lines, lenses on the class line.
+    await openFile(page, f.module.file);
+    await waitForHint(page, f.module.file, f.module.hint.code, f.module.hint.expect);
+    await waitForLenses(page, f.module.file, f.module.lenses);
+    await screenshot(page, 'vscode-inlay-hints.png');
+
+    // The status lens says "exported": clicking it exports again.
+    const before = executedCommands(await outputText(page, profile)).length;
+    await clickLens(page, f.module.lenses[0]);
+    const reexport = await waitForCommand(page, profile, 'exportlens.reexport', before);
+    result.lensCommands.push(reexport);
+    // "Show graph": the graph view, whose rows jump to their source line.
+    await clickLens(page, 'Show graph');
+    await waitForView(page, '.nodes', f.view.expect);
+    result.graph = await activeText(page);
+    await screenshot(page, 'vscode-graph-view.png');
+    await followGraphLinks(page, f.view);
+
+    // From a source line: the nodes it produced.
+    step(`Show Nodes of This Line on ${f.module.file}:${f.lineNodes.line}`);
+    await openFile(page, f.module.file);
+    await goTo(page, f.lineNodes.line, 9);
+    await runCommand(page, 'exportlens: Show Nodes of This Line');
+    result.lineNodes = await waitForView(page, `${f.module.file}:${f.lineNodes.line}`, f.lineNodes.expect);
+
+    await applyQuickFix(page, f.quickFix);
+}
+
 async function main() {
     fs.mkdirSync(config.artifacts, { recursive: true });
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-vscode-e2e-'));
@@ -543,6 +821,11 @@ async function main() {
         await waitForOutputPanel(page);
         await screenshot(page, 'vscode-output.png');
         if (config.mode === 'plumbing') {
+            result.ok = true;
+            return;
+        }
+        if (config.mode === 'features') {
+            await features(page, profile, config.features);
             result.ok = true;
             return;
         }
