@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
 from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
+from exportlens.server.features.hover import dims, submodules
 from exportlens.server.features.hover import markdown as md
 from exportlens.server.positions import LineSpan, SourceSpans, split_lines
 
@@ -59,6 +60,7 @@ class Anchors:
         # (target name, span): something target-specific already covers the span.
         self.claimed: set[tuple[str, LineSpan]] = set()
         self.classes = sorted(self.source.classes.values(), key=lambda c: c.first_line)
+        self._globals_taken = False
 
     def run(self) -> None:
         for target in self.result.targets:
@@ -68,6 +70,10 @@ class Anchors:
                     _TargetView(self, target, target.signature).build()
             except Exception:  # one odd target must not cost the others their hovers
                 log.exception("hover index: target %s of %s skipped", target.name, self.path)
+        try:
+            dims.add_declarations(self)
+        except Exception:
+            log.exception("hover index: the Dim declarations of %s skipped", self.path)
 
     def add(self, spans: Iterable[LineSpan], target: str, text: str) -> None:
         for span in spans:
@@ -85,8 +91,23 @@ class Anchors:
         owner = self._defined_at(target.line)
         if owner is not None:  # decorators belong to the declaration
             lines = list(range(owner[0], target.line + 1))
+        model = self._model_line(target)
+        if model is not None and model not in lines:
+            lines.append(model)
         for line in lines:
             self.add(self.text.whole_line(line), target.name, text)
+
+    def _model_line(self, target: TargetResult) -> int | None:
+        """The ``model = X()`` line of the file's globals-form target: the target's line
+        is its class's ``class`` line when the class is in the file (else that line)."""
+        found = self.source.global_assignments
+        model = found.get("model")
+        if model is None or "example_args" not in found or self._globals_taken:
+            return None
+        if target.line == model.line or any(c.where.line == target.line and c.qualname.rsplit(".", 1)[-1] == target.name for c in self.classes):
+            self._globals_taken = True  # one globals target per file
+            return model.line
+        return None
 
     def _errors_of(self, target: TargetResult) -> list[Diagnostic]:
         errors = [d for d in self.result.diagnostics if d.severity == "error"]
@@ -146,6 +167,7 @@ class _TargetView:
             self._returns(f)
         for c in self._owned_classes(declared):
             self._attributes(c, is_root=id(c) in roots)
+        submodules.add_class_lines(self, roots)
         self._mutations()
         self._leftovers()
 
@@ -202,7 +224,7 @@ class _TargetView:
                 continue
             names = {s.arg.name for s in specs}
             mutations = [o for o in self.sig.outputs if _names_user_input(o) and o.target in names]
-            text = md.section(f"**{pname}** · forward argument · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
+            text = md.section(f"**{pname}** · forward argument · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
             spans = self.b.text.word(where, pname) + self.b.text.spans(where)
             limit = f.rebound_at.get(pname)
             for use in f.name_uses.get(pname, []):
@@ -217,14 +239,14 @@ class _TargetView:
             mine = [o for o in results if _same_start(o.source, ret)]
             title = f"**return** · {md.code(self.name)}"
             if mine:
-                text = md.section(title, mine, self.sig.ranges)
+                text = md.section(title, mine, self.sig.ranges, names=self.sig.dim_names)
             else:
                 note = "Export did not trace this `return`; the program's outputs:"
-                text = md.section(title, results, self.sig.ranges, note)
+                text = md.section(title, results, self.sig.ranges, note, names=self.sig.dim_names)
             self.b.add(self.b.text.spans(ret), self.name, text)
 
 
-    def _prefixes(self, c: ClassInfo) -> set[str]:
+    def prefixes(self, c: ClassInfo) -> set[str]:
         """Where instances of ``c`` sit in the root module (``blocks.0.``), read off the
         specs whose source is one of ``c``'s attribute definitions."""
         out: set[str] = set()
@@ -237,7 +259,7 @@ class _TargetView:
         return out
 
     def _attributes(self, c: ClassInfo, *, is_root: bool) -> None:
-        prefixes = self._prefixes(c) | ({""} if is_root else set())
+        prefixes = self.prefixes(c) | ({""} if is_root else set())
         names = dict.fromkeys([*c.attributes, *c.self_uses, *c.registered_names])
         for attr in names:
             specs = self._attribute_specs(c, attr, prefixes)
@@ -245,7 +267,7 @@ class _TargetView:
                 continue
             targets = {s.target for s in specs if s.target is not None}
             mutations = [o for o in self.sig.outputs if _names_state(o) and o.target in targets]
-            text = md.section(f"**self.{attr}** · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges)
+            text = md.section(f"**self.{attr}** · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
             spans: list[LineSpan] = []
             for use in c.self_uses.get(attr, []):
                 spans += self.b.text.spans(use)
@@ -281,7 +303,7 @@ class _TargetView:
                 s for s in self.sig.inputs
                 if (s.kind == "USER_INPUT" and s.arg.name in targets) or (s.kind != "USER_INPUT" and s.target in targets)
             ]
-            text = md.section(f"**in-place update** · {md.code(self.name)}", [*outs, *mutated], self.sig.ranges)
+            text = md.section(f"**in-place update** · {md.code(self.name)}", [*outs, *mutated], self.sig.ranges, names=self.sig.dim_names)
             self.b.add(self.b.text.spans(where) + self.b.text.whole_line(where.line), self.name, text)
 
 
@@ -297,7 +319,7 @@ class _TargetView:
             assert where is not None
             spans = [sp for sp in self.b.text.spans(where) if (self.name, sp) not in self.b.claimed]
             if spans:
-                text = md.section(f"**line {where.line}** · {md.code(self.name)}", specs, self.sig.ranges)
+                text = md.section(f"**line {where.line}** · {md.code(self.name)}", specs, self.sig.ranges, names=self.sig.dim_names)
                 self.b.add(spans, self.name, text)
 
 

@@ -4,7 +4,10 @@ Neovim renders hover markdown in a plain float (no pipe tables), so every table 
 an aligned fenced ``text`` block and everything else is a bold first line and short
 paragraphs. Specs are printed exactly as ``print(ep.graph_signature)`` prints them
 (``b_steps: BUFFER target='steps' persistent=True``) followed by the tensor's
-``dtype[shape] device``; symbolic dimensions get their ranges underneath.
+``dtype[shape] device``; symbolic dimensions get their ranges underneath. A symbol
+torch made for a ``Dim`` the user declared is shown by that name (``float32[batch,
+16]``, ``batch ∈ [2, 64]``), and a line ``batch is torch's s77`` keeps torch's name
+at hand: it is the one torch's own messages and ``print(ep)`` use.
 
 Pure string building, torch-free; unknown kinds are just strings and print as is.
 """
@@ -12,14 +15,18 @@ Pure string building, torch-free; unknown kinds are just strings and print as is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
 
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
-from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, spec_text
+from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims, spec_text
 
 Spec: TypeAlias = InputSpec | OutputSpec
+# torch's symbol -> the user's Dim name (``Signature.dim_names``).
+Names: TypeAlias = Mapping[str, str]
+Ranges: TypeAlias = dict[str, tuple[int | None, int | None]]
+_NO_NAMES: Names = {}
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BACKTICKS = re.compile(r"`+")
@@ -40,16 +47,17 @@ def fence(lines: Sequence[str]) -> str:
     return "\n".join([f"{ticks}text", *lines, ticks])
 
 
-def value_text(spec: Spec) -> str:
-    """What the argument holds: ``float32[s0, 3] cpu``, ``= 2``, ``symint s0``, ..."""
+def value_text(spec: Spec, names: Names = _NO_NAMES) -> str:
+    """What the argument holds: ``float32[batch, 3] cpu``, ``= 2``, ``symint s0``, ...
+    (symbols by the user's ``Dim`` names where ``names`` has them)."""
     arg = spec.arg
     if arg.meta is not None:
-        dims = ", ".join(str(d) for d in arg.meta.shape)
+        dims = ", ".join(named_dims(str(d), names) for d in arg.meta.shape)
         return f"{arg.meta.dtype}[{dims}] {arg.meta.device}"
     if arg.kind == "constant":
         return f"= {arg.value!r}"
     if arg.kind in ("symint", "symfloat", "symbool") and arg.value is not None:
-        return f"{arg.kind} {arg.value}"
+        return f"{arg.kind} {named_dims(str(arg.value), names)}"
     if arg.kind == "custom_obj":
         return f"custom_obj {arg.class_fqn or '?'}"
     return arg.kind
@@ -74,7 +82,7 @@ def _bound(value: int | None, sign: str) -> str:
     return f"{sign}∞" if value is None else str(value)
 
 
-def _range_line(name: str, bounds: tuple[int | None, int | None]) -> str:
+def range_line(name: str, bounds: tuple[int | None, int | None]) -> str:
     try:
         lo, hi = bounds
     except (TypeError, ValueError):  # a malformed payload still displays
@@ -82,14 +90,21 @@ def _range_line(name: str, bounds: tuple[int | None, int | None]) -> str:
     return f"{name} ∈ [{_bound(lo, '-')}, {_bound(hi, '')}]"
 
 
-def range_lines(specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]]) -> list[str]:
-    """``s0 ∈ [2, 1024]`` for each symbol the specs use that has a known range."""
-    return [_range_line(name, ranges[name]) for name in symbols(specs) if name in ranges]
+def torch_name_lines(used: Iterable[str], names: Names) -> list[str]:
+    """``batch is torch's s77`` for each of the symbols ``used`` that has a Dim name."""
+    return [f"{names[s]} is torch's {s}" for s in used if s in names]
 
 
-def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False) -> list[str]:
+def range_lines(specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES) -> list[str]:
+    """``batch ∈ [2, 1024]`` (``s0 ∈ ...`` for a symbol no Dim names) for each symbol
+    the specs use that has a known range, then which of torch's symbols each name is."""
+    used = symbols(specs)
+    return [range_line(names.get(s, s), ranges[s]) for s in used if s in ranges] + torch_name_lines(used, names)
+
+
+def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False, names: Names = _NO_NAMES) -> list[str]:
     """Aligned rows: torch's text, the value, and optionally the source line."""
-    cells = [[spec_text(s), value_text(s)] for s in specs]
+    cells = [[spec_text(s), value_text(s, names)] for s in specs]
     if with_lines:
         for row, s in zip(cells, specs, strict=True):
             row.append(f"line {s.source.line}" if s.source is not None else "")
@@ -99,32 +114,33 @@ def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
 
 
-def specs_block(specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]]) -> str:
+def specs_block(specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES) -> str:
     """A fenced table of some specs, with the ranges of the symbols they use."""
-    lines = spec_rows(specs)
-    extra = range_lines(specs, ranges)
+    lines = spec_rows(specs, names=names)
+    extra = range_lines(specs, ranges, names)
     if extra:
         lines += ["", *extra]
     return fence(lines)
 
 
-def section(title: str, specs: Sequence[Spec], ranges: dict[str, tuple[int | None, int | None]], note: str = "") -> str:
+def section(title: str, specs: Sequence[Spec], ranges: Ranges, note: str = "", names: Names = _NO_NAMES) -> str:
     """A bold title, an optional note, and the specs' table."""
     parts = [title]
     if note:
         parts.append(note)
     if specs:
-        parts.append(specs_block(specs, ranges))
+        parts.append(specs_block(specs, ranges, names))
     return "\n\n".join(parts)
 
 
 def signature_block(sig: Signature) -> str:
     """The whole signature in torch's order, ``# inputs`` / ``# outputs`` as torch prints it."""
-    rows = spec_rows([*sig.inputs, *sig.outputs], with_lines=True)
+    rows = spec_rows([*sig.inputs, *sig.outputs], with_lines=True, names=sig.dim_names)
     n = len(sig.inputs)
     lines = ["# inputs", *rows[:n], "", "# outputs", *rows[n:]]
     if sig.ranges:
-        lines += ["", "# ranges", *(_range_line(name, r) for name, r in sig.ranges.items())]
+        lines += ["", "# ranges", *(range_line(sig.dim_names.get(s, s), r) for s, r in sig.ranges.items())]
+        lines += torch_name_lines(sig.ranges, sig.dim_names)
     return fence(lines)
 
 

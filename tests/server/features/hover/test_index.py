@@ -167,16 +167,21 @@ def test_symbolic_dims_show_their_ranges(docs: dict[str, Doc]) -> None:
     x_spec = next(s for s in sig.inputs if s.kind == "USER_INPUT")
     assert x_spec.arg.meta is not None
     batch, seq = (str(d) for d in x_spec.arg.meta.shape[:2])
+    assert sig.dim_names == {batch: "batch", seq: "seq"}
     h = doc.hover(15, "x")
-    assert f"float32[{batch}, {seq}, 16] cpu" in h.markdown
+    # The user's Dim names, with torch's symbols kept at hand.
+    assert "float32[batch, seq, 16] cpu" in h.markdown
     lo, hi = sig.ranges[seq]
-    assert (lo, hi) == (2, 512) and f"{seq} ∈ [2, 512]" in h.markdown
-    assert f"{batch} ∈ [{sig.ranges[batch][0]}, 32]" in h.markdown
+    assert (lo, hi) == (2, 512) and "seq ∈ [2, 512]" in h.markdown
+    assert f"batch ∈ [{sig.ranges[batch][0]}, 32]" in h.markdown
+    assert f"batch is torch's {batch}" in h.markdown and f"seq is torch's {seq}" in h.markdown
+    assert f"{seq} ∈" not in h.markdown and f"[{batch}," not in h.markdown
     qkv = doc.hover(15, "qkv")
     assert "p_qkv_weight: PARAMETER target='qkv.weight'  float32[48, 16] cpu" in qkv.markdown
-    assert "proj" not in qkv.markdown
+    assert "proj" not in qkv.markdown and "torch's" not in qkv.markdown  # no symbol used there
     table = doc.hover(8, "Attention")
-    assert "# ranges" in table.markdown and f"{seq} ∈ [2, 512]" in table.markdown
+    assert "# ranges" in table.markdown and "seq ∈ [2, 512]" in table.markdown
+    assert "float32[batch, seq, 16] cpu  line 14" in table.markdown and f"seq is torch's {seq}" in table.markdown
 
 
 def test_several_targets_each_own_their_class(docs: dict[str, Doc]) -> None:
@@ -191,7 +196,8 @@ def test_several_targets_each_own_their_class(docs: dict[str, Doc]) -> None:
     sig = doc.target("scaler").signature
     assert sig is not None
     (symbol,) = sig.ranges
-    assert sig.ranges[symbol][1] is None and f"{symbol} ∈ [{sig.ranges[symbol][0]}, ∞]" in factory.markdown
+    assert sig.ranges[symbol][1] is None and f"n ∈ [{sig.ranges[symbol][0]}, ∞]" in factory.markdown  # Dim("n")
+    assert f"n is torch's {symbol}" in factory.markdown
     bias = doc.hover(28, "bias", nth=1)
     assert bias.markdown.startswith("**bias** · forward argument · `scaler`")
     assert "bias: USER_INPUT  float32[1] cpu" in bias.markdown
