@@ -1,0 +1,95 @@
+"""``banned-mutation/tensor-attribute``: a tensor attribute assigned outside
+``__init__`` (``self.last = y * 2`` in ``forward``) that is not a registered buffer
+-> register it as a buffer where ``__init__`` first assigns it.
+
+The edit turns ``__init__``'s ``self.last = <expr>`` into
+``self.register_buffer("last", <expr>, persistent=False)`` and leaves ``forward``
+alone. Checked with torch 2.13: assigning a registered buffer in ``forward`` exports
+as a buffer mutation (``BUFFER_MUTATION``, the new value copied into the buffer), so
+the update is no longer dropped; in eager the assignment still replaces the tensor,
+exactly as before. Non-persistent, so ``state_dict`` (and the checkpoints people
+load) does not gain a key. What export cannot do: change the buffer's shape (an
+update of another shape fails to export), which the title says.
+
+Offered only when the edit is certain to run as written: the class is in this file,
+its ``__init__`` assigns the attribute exactly once, to something that is not
+``None``, after calling ``super().__init__()`` (``register_buffer`` needs it), and
+the class body does not define the name (``register_buffer`` refuses an existing
+attribute). Without such an assignment there is no known initial value: no fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from exportlens.core.fixes import nodes
+from exportlens.core.fixes.model import Fix, replace_node, segment
+from exportlens.core.model.results import Diagnostic
+
+_CLASS = re.compile(r"Register it in `(\w+)\.__init__`")
+
+
+def _init(cls: ast.ClassDef) -> ast.FunctionDef | None:
+    return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+
+
+def _calls_super_init(stmt: ast.stmt) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
+        for n in ast.walk(stmt)
+    )
+
+
+def _class_defines(cls: ast.ClassDef, name: str) -> bool:
+    for node in cls.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
+def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
+    tree = nodes.parse(source)
+    found = nodes.statement_at(tree, diagnostic) if tree is not None else None
+    if tree is None or found is None:
+        return []
+    stmt, parents = found
+    method = nodes.enclosing_function(parents)
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or method is None or not method.args.args:
+        return []
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    attrs = {nodes.self_attribute(t, method.args.args[0].arg) for t in targets}
+    if len(attrs) != 1 or None in attrs:
+        return []
+    [attr] = attrs
+    assert attr is not None
+    named = _CLASS.search(diagnostic.message)
+    enclosing = next((p for p in reversed(parents) if isinstance(p, ast.ClassDef)), None)
+    owner_name = named.group(1) if named else enclosing.name if enclosing else None
+    owners = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == owner_name]
+    if len(owners) != 1 or _class_defines(owners[0], attr):
+        return []
+    [owner] = owners
+    init = _init(owner)
+    if init is None or not init.args.args:
+        return []
+    me = init.args.args[0].arg
+    assignments = [
+        n
+        for n in ast.walk(init)
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        and any(nodes.self_attribute(t, me) == attr for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+    ]
+    if len(assignments) != 1 or not isinstance(assignments[0], ast.Assign) or len(assignments[0].targets) != 1:
+        return []
+    [assign] = assignments
+    if assign not in init.body or (isinstance(assign.value, ast.Constant) and assign.value.value is None):
+        return []  # conditional, or None: no initial tensor known to be there
+    before = init.body[: init.body.index(assign)]
+    if not any(_calls_super_init(s) for s in before):
+        return []
+    value = segment(source.split("\n"), assign.value)
+    new = f"{me}.register_buffer({attr!r}, {value}, persistent=False)"
+    title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (export then copies each update into it: same shape)"
+    return [Fix(title, diagnostic, (replace_node(assign, new),))]

@@ -1,0 +1,261 @@
+"""Each family of quick fixes on real source text: the edit it makes, and where it
+offers none. The diagnostics are the ones a real export reports for these models
+(same lines, columns and torch's message); tests/e2e/test_quick_fixes.py exports
+each model again after the edit."""
+
+from __future__ import annotations
+
+import textwrap
+
+from exportlens.core.fixes import apply, fixes_for
+from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+
+
+def _diag(source: str, code: str, statement: str, message: str, target: str | None = None, occurrence: int = 0) -> Diagnostic:
+    """The diagnostic at ``statement`` (its text, 1-based byte columns), as the export reports it."""
+    lines = source.split("\n")
+    found = [i for i, text in enumerate(lines) if statement in text][occurrence]
+    start = lines[found].index(statement)
+    column = len(lines[found][:start].encode()) + 1
+    return Diagnostic(code, message, found + 1, column, found + 1, column + len(statement.encode()), target)
+
+
+def _fixed(source: str, d: Diagnostic, result: FileResult | None = None) -> list[tuple[str, bool, str]]:
+    return [(f.title, f.preferred, apply(source, f.edits)) for f in fixes_for(source, d, result or FileResult("m.py"))]
+
+
+# ---------------------------------------------------------------- tensor attribute
+
+ATTRIBUTE = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.last = torch.zeros(2, 4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            self.last = y * 2
+            return y
+    """
+)
+ATTRIBUTE_MESSAGE = (
+    "`self.last` is a tensor attribute assigned during export but not a registered buffer: export keeps its first "
+    "value and silently drops this update. Register it in `Cache.__init__` with `self.register_buffer('last', ...)` and update it in place."
+)
+
+
+def test_a_tensor_attribute_is_registered_as_a_buffer_where_init_assigns_it() -> None:
+    d = _diag(ATTRIBUTE, "banned-mutation/tensor-attribute", "self.last = y * 2", ATTRIBUTE_MESSAGE)
+    [(title, preferred, text)] = _fixed(ATTRIBUTE, d)
+    assert text == ATTRIBUTE.replace("self.last = torch.zeros(2, 4)", "self.register_buffer('last', torch.zeros(2, 4), persistent=False)")
+    assert "buffer in `Cache.__init__`" in title and "same shape" in title
+    assert not preferred  # export copies into the buffer: an update of another shape would not export
+
+
+def test_no_buffer_fix_without_a_known_initial_value() -> None:
+    cases = {
+        "never assigned in __init__": ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", ""),
+        "None at first": ATTRIBUTE.replace("torch.zeros(2, 4)", "None"),
+        "conditional": ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", "        if True:\n            self.last = torch.zeros(2, 4)\n"),
+        "before super().__init__()": ATTRIBUTE.replace(
+            "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n        self.last = torch.zeros(2, 4)\n",
+            "        self.last = torch.zeros(2, 4)\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n",
+        ),
+        "a class attribute of that name": ATTRIBUTE.replace("class Cache(nn.Module):\n", "class Cache(nn.Module):\n    last = None\n\n"),
+    }
+    for why, source in cases.items():
+        d = _diag(source, "banned-mutation/tensor-attribute", "self.last = y * 2", ATTRIBUTE_MESSAGE)
+        assert _fixed(source, d) == [], why
+
+
+# ---------------------------------------------------------------- input metadata
+
+METADATA = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class T(nn.Module):
+        def forward(self, x, y):
+            y.unsqueeze_(0)
+            x.transpose_(0, 1)
+            return x + 1, y
+    """
+)
+METADATA_MESSAGE = "`transpose_` on input `args[0]`: metadata mutation of a graph input ... use the out-of-place op (`x = x.transpose(0, 1)`)."
+
+
+def test_an_input_metadata_mutation_becomes_the_out_of_place_op() -> None:
+    d = _diag(METADATA, "banned-mutation/input-metadata", "x.transpose_(0, 1)", METADATA_MESSAGE)
+    [(title, preferred, text)] = _fixed(METADATA, d)
+    assert text == METADATA.replace("x.transpose_(0, 1)", "x = x.transpose(0, 1)")
+    assert preferred and "`x = x.transpose(0, 1)`" in title
+    d = _diag(METADATA, "banned-mutation/input-metadata", "y.unsqueeze_(0)", METADATA_MESSAGE)
+    [(_, _, text)] = _fixed(METADATA, d)
+    assert "        y = y.unsqueeze(0)\n" in text
+
+
+def test_no_out_of_place_fix_where_the_rebinding_would_differ() -> None:
+    cases = {
+        "an alias sees the mutation": (METADATA.replace("        y.unsqueeze_(0)\n", "        z = x\n"), "x.transpose_(0, 1)"),
+        "its value is used": (METADATA.replace("x.transpose_(0, 1)", "z = x.transpose_(0, 1)"), "z = x.transpose_(0, 1)"),
+        "in a loop": (METADATA.replace("        x.transpose_(0, 1)\n", "        for _ in range(2):\n            x.transpose_(0, 1)\n"), "x.transpose_(0, 1)"),
+        "not an input": (METADATA.replace("x.transpose_(0, 1)", "self.w.transpose_(0, 1)"), "self.w.transpose_(0, 1)"),
+    }
+    for why, (source, statement) in cases.items():
+        d = _diag(source, "banned-mutation/input-metadata", statement, METADATA_MESSAGE)
+        assert _fixed(source, d) == [], why
+
+
+# ---------------------------------------------------------------- constraint violation
+
+SPECIALISED = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+    from torch.export import Dim
+
+
+    class M(nn.Module):
+        def forward(self, x):
+            return x.reshape(4, -1)
+
+
+    batch = Dim("batch", max=64)
+    model = M()
+    example_args = (torch.randn(4, 3),)
+    dynamic_shapes = {"x": {0: batch}}
+    """
+)
+CONSTANT_MESSAGE = (
+    "the declared dynamic_shapes are violated: Constraints violated (batch)!\n"
+    "  - You marked batch as dynamic but your code specialized it to be a constant (4). If you're using mark_dynamic, ...\n"
+    "Suggested fixes:\n"
+    "  batch = 4\n"
+    "torch's suggested fix `batch = 4` would remove the dynamic dim `batch` (the program would accept only size 4). ..."
+)
+BOUNDED = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+    from torch.export import Dim
+
+
+    class M(nn.Module):
+        def forward(self, x):
+            if x.shape[0] > 8:
+                return x * 2
+            return x + 1
+
+
+    model = M()
+    example_args = (torch.randn(4, 3),)
+    dynamic_shapes = {"x": {0: Dim("batch")}}
+    """
+)
+RANGE_MESSAGE = (
+    "the declared dynamic_shapes are violated: Constraints violated (batch)!\n"
+    "  - Not all values of batch = L['x'].size()[0] in the specified range satisfy the generated guard 2 <= L['x'].size()[0] and L['x'].size()[0] <= 8\n"
+    "Suggested fixes:\n"
+    "  batch = Dim('batch', max=8)"
+)
+
+
+def test_a_suggested_range_replaces_the_dim_declaration() -> None:
+    d = _diag(BOUNDED, "constraint-violation", 'Dim("batch")', RANGE_MESSAGE)
+    [(title, preferred, text)] = _fixed(BOUNDED, d)
+    assert text == BOUNDED.replace('Dim("batch")', "Dim('batch', max=8)")
+    assert preferred and "suggested fix" in title
+    # The user's own spelling of Dim is kept.
+    spelled = BOUNDED.replace('Dim("batch")', 'torch.export.Dim("batch")')
+    d = _diag(spelled, "constraint-violation", 'torch.export.Dim("batch")', RANGE_MESSAGE)
+    [(_, _, text)] = _fixed(spelled, d)
+    assert "{0: torch.export.Dim('batch', max=8)}" in text
+
+
+def test_a_suggested_constant_says_it_makes_the_dim_static_and_is_not_preferred() -> None:
+    d = _diag(SPECIALISED, "constraint-violation", 'Dim("batch", max=64)', CONSTANT_MESSAGE)
+    [(title, preferred, text)] = _fixed(SPECIALISED, d)
+    assert text == SPECIALISED.replace('batch = Dim("batch", max=64)', "batch = 4")
+    assert title.startswith("make `batch` static (= 4)") and not preferred
+
+
+def test_no_dim_fix_when_torch_suggests_several_or_another_dim() -> None:
+    several = RANGE_MESSAGE + "\n  seq = Dim('seq', max=16)"
+    d = _diag(BOUNDED, "constraint-violation", 'Dim("batch")', several)
+    assert _fixed(BOUNDED, d) == []
+    other = BOUNDED.replace('Dim("batch")', 'Dim("rows")')
+    d = _diag(other, "constraint-violation", 'Dim("rows")', RANGE_MESSAGE)
+    assert _fixed(other, d) == []
+    derived = RANGE_MESSAGE.replace("Dim('batch', max=8)", "2*_batch")
+    d = _diag(BOUNDED, "constraint-violation", 'Dim("batch")', derived)
+    assert _fixed(BOUNDED, d) == []
+
+
+# ---------------------------------------------------------------- Hugging Face cache
+
+HF = textwrap.dedent(
+    """\
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    import exportlens
+
+
+    @exportlens.target
+    def gpt2():
+        config = GPT2Config(
+            n_layer=1,
+            n_embd=8,
+        )
+        return GPT2LMHeadModel(config).eval(), (torch.randint(0, 32, (2, 5)),)
+    """
+)
+CACHE_MESSAGE = "the model returns its key/value cache (`DynamicCache`), which export cannot return: pass `use_cache=False` ...\nFound <class 'transformers.cache_utils.DynamicCache'>"
+
+
+def _hf_result(source: str, name: str, line_text: str) -> tuple[Diagnostic, FileResult]:
+    line = source.split("\n").index(line_text) + 1
+    d = Diagnostic("unsupported-type", CACHE_MESSAGE, line, 1, line, len(line_text) + 1, target=name)
+    return d, FileResult("m.py", targets=(TargetResult(name, line, "error"),))
+
+
+def test_use_cache_false_goes_to_the_one_config_of_the_target() -> None:
+    d, result = _hf_result(HF, "gpt2", "def gpt2():")
+    [(title, preferred, text)] = _fixed(HF, d, result)
+    assert "        n_embd=8, use_cache=False,\n    )" in text  # after the last argument, its trailing comma kept
+    assert preferred and "`use_cache=False`" in title
+    flat = "model = GPT2LMHeadModel(GPT2Config(n_layer=1)).eval()"
+    globals_form = f"import torch\nfrom transformers import GPT2Config, GPT2LMHeadModel\n\n{flat}\nexample_args = (torch.randint(0, 32, (2, 5)),)\n"
+    d, result = _hf_result(globals_form, "GPT2LMHeadModel", flat)
+    [(_, _, text)] = _fixed(globals_form, d, result)
+    assert "GPT2Config(n_layer=1, use_cache=False)" in text
+
+
+def test_no_use_cache_fix_when_the_place_is_ambiguous() -> None:
+    cases = {
+        "two configs": HF.replace("    return GPT2LMHeadModel", "    other = GPT2Config()\n    return GPT2LMHeadModel"),
+        "use_cache decided elsewhere": HF.replace("    return GPT2LMHeadModel", "    config.use_cache = True\n    return GPT2LMHeadModel"),
+        "config from **kwargs": HF.replace("n_embd=8,", "**settings,"),
+        "no config made here": HF.replace("GPT2Config(\n        n_layer=1,\n        n_embd=8,\n    )", "make_config()"),
+    }
+    for why, source in cases.items():
+        d, result = _hf_result(source, "gpt2", "def gpt2():")
+        assert _fixed(source, d, result) == [], why
+    # Another unsupported type is not a cache.
+    d, result = _hf_result(HF, "gpt2", "def gpt2():")
+    other = Diagnostic("unsupported-type", "Found <class 'mylib.Thing'>", d.line, 1, d.end_line, d.end_column, "gpt2")
+    assert _fixed(HF, other, result) == []
+
+
+def test_no_fix_for_a_buffer_that_does_not_parse() -> None:
+    broken = METADATA + "\ndef (:\n"
+    d = _diag(broken, "banned-mutation/input-metadata", "x.transpose_(0, 1)", METADATA_MESSAGE)
+    assert _fixed(broken, d) == []
