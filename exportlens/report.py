@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
-from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
+from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims
 from exportlens.excerpt import Sources, excerpt
 from exportlens.terminal import Style, ljust, width
 
@@ -161,17 +161,18 @@ def diagnostic_full(path: str, d: Diagnostic, sources: Sources, style: Style | N
     return "\n".join(out)
 
 
-def _dims(shape: Iterable[Any]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+def _dims(shape: Iterable[Any], names: dict[str, str]) -> str:
+    """``[batch, 16]``: symbols by the user's ``Dim`` names (JSON keeps torch's)."""
+    return "[" + ", ".join(named_dims(str(d), names) for d in shape) + "]"
 
 
-def _spec_row(direction: str, spec: InputSpec | OutputSpec) -> list[str]:
+def _spec_row(direction: str, spec: InputSpec | OutputSpec, names: dict[str, str]) -> list[str]:
     target = spec.target or ""
     if isinstance(spec, InputSpec) and spec.persistent is False:
         target += " (non-persistent)"
     meta = spec.arg.meta
     if meta is not None:
-        value = f"{meta.dtype}{_dims(meta.shape)} {meta.device}"
+        value = f"{meta.dtype}{_dims(meta.shape, names)} {meta.device}"
     elif spec.arg.kind == "constant":
         value = f"constant {spec.arg.value!r}"
     elif spec.arg.kind == "custom_obj":
@@ -185,14 +186,18 @@ def _spec_row(direction: str, spec: InputSpec | OutputSpec) -> list[str]:
 
 
 def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
-    rows = [_spec_row("in", s) for s in sig.inputs] + [_spec_row("out", s) for s in sig.outputs]
+    names = sig.dim_names
+    rows = [_spec_row("in", s, names) for s in sig.inputs] + [_spec_row("out", s, names) for s in sig.outputs]
     if not rows:
         return [indent + "(empty signature)"]
     widths = [max(width(r[i]) for r in rows) for i in range(len(rows[0]))]  # in terminal cells: wide names stay aligned
     lines = [indent + "  ".join(ljust(c, w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     if sig.ranges:
-        ranges = ", ".join(f"{k} in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]" for k, (lo, hi) in sig.ranges.items())
+        ranges = ", ".join(f"{names.get(k, k)} in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]" for k, (lo, hi) in sig.ranges.items())
         lines.append(f"{indent}ranges: {ranges}")
+        named = [f"{names[k]} is torch's {k}" for k in sig.ranges if k in names]
+        if named:  # torch's messages and print(ep) use its own symbols
+            lines.append(f"{indent}dims: {', '.join(named)}")
     return lines
 
 

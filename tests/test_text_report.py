@@ -51,3 +51,18 @@ def test_colour_follows_the_conventions(monkeypatch: pytest.MonkeyPatch, env: di
             return tty
 
     assert wants_colour(Stream()) is expected
+
+
+def test_signature_table_names_dims_after_the_users_dim_with_torchs_symbol_in_a_legend() -> None:
+    x = ArgSpec("tensor", "x", meta=TensorMeta("float32", ("s77", "2*s77 + 1", "s3"), "cpu"))
+    sig = Signature(
+        inputs=(InputSpec("USER_INPUT", x, source=SourceLine(9)),),
+        outputs=(OutputSpec("USER_OUTPUT", _tensor("out")),),
+        ranges={"s77": (2, 64), "s3": (2, None)},
+        dim_names={"s77": "batch"},  # s3: a Dim.AUTO dim, which has no name
+    )
+    rows = signature_table(sig)
+    assert "float32[batch, 2*batch + 1, s3] cpu" in rows[0]
+    assert rows[-2:] == ["  ranges: batch in [2, 64], s3 in [2, inf]", "  dims: batch is torch's s77"]
+    unnamed = signature_table(Signature(sig.inputs, sig.outputs, sig.ranges))
+    assert "float32[s77, 2*s77 + 1, s3] cpu" in unnamed[0] and unnamed[-1] == "  ranges: s77 in [2, 64], s3 in [2, inf]"
