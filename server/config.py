@@ -58,6 +58,7 @@ class Settings:
     strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
     lower: tuple[str, ...] = DEFAULT_LOWER  # formats to lower each export to (["onnx"]); pyproject's unless set
     diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
+    inlay_hints: bool = True  # the dtype and shape after each line the export recorded
     # The settings the user gave explicitly; pyproject values give way to these.
     explicit: frozenset[str] = frozenset()
 
@@ -134,6 +135,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache_dir": _folder,
     "strict": _bool,
     "lower": _formats,
+    "inlay_hints": _bool,
 }
 
 

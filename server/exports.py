@@ -22,7 +22,9 @@ from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
 from exportlens.server import views
-from exportlens.server.features import diagnostics
+from exportlens.server.features import diagnostics, lenses
+from exportlens.server.features import hints as hint_features
+from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.positions import split_lines
@@ -59,7 +61,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     if not declares_targets(state.path, text):
         # Not a model file (or no longer one): what the targets that import it found here.
         if state.declares:
-            state.declares, state.result, state.index = False, None, None
+            state.declares, state.result, state.index, state.hints = False, None, None, None
             state.result_lines, state.result_version = split_lines(text), version
             diagnostics.publish(server, state)
         await views.show_module(server, state, generation)
@@ -82,7 +84,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     result = pipeline.compare(result)  # against the snapshot as it is now; never cached
     state.result, state.from_cache, state.failure = result, from_cache, None
     state.result_lines, state.result_version = split_lines(text), version
-    state.index = None
+    state.index = state.hints = None
     diagnostics.publish(server, state)
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
@@ -115,15 +117,22 @@ async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | N
 
 
 async def build_index(server: Host, state: DocumentState, text: str, result: FileResult) -> None:
-    """Build the hover index for ``result`` in a thread, then attach it if still current."""
+    """Build the hover index and the inlay hints for ``result`` in a thread, then
+    attach them if still current and ask the client for hints and lenses again."""
     cls = index_class()
     if cls is None:
         return
+
+    def build() -> tuple[object, HintIndex]:
+        return cls.build(state.path, text, result), HintIndex.build(state.path, text, result)
+
     try:
-        index = await asyncio.get_running_loop().run_in_executor(server.io, cls.build, state.path, text, result)
+        index, hints = await asyncio.get_running_loop().run_in_executor(server.io, build)
     except Exception as e:  # noqa: BLE001 - no hovers is better than a dead server
         server.log_once(f"building hovers failed ({type(e).__name__}: {e}); hovers are off for this result")
         log.exception("HoverIndex.build failed for %s", state.path)
         return
     if state.result is result:
-        state.index = index
+        state.index, state.hints = index, hints
+        hint_features.refresh(server)
+        lenses.refresh(server)

@@ -25,6 +25,7 @@ class DocumentState:
     from_cache: bool = False
     # The hover index for ``result``, built off the hot path; None until built.
     index: Any = None
+    hints: Any = None  # the inlay hints for ``result`` (features/hints.HintIndex), built with ``index``
     index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
     declares: bool = False  # the buffer declares targets (else nothing is exported)
     view: bool = False  # declares none: ``result`` is the view of the targets that import it

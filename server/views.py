@@ -92,19 +92,23 @@ def _disk_text(path: str) -> str | None:
         return None
 
 
-async def _result_of(server: Host, file: str) -> tuple[FileResult | None, bool]:
+async def _result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileResult | None, bool]:
     """``file``'s result: the open document's, the cache's, else a fresh export;
-    whether it took an export."""
+    whether it took an export. ``fresh`` (``exportlens.reexport`` on the module): not
+    the cache's, and an open declaring file is exported again too."""
     from exportlens.server.exports import _lookup, _run_on_worker  # the one export path
 
     real = os.path.realpath(file)
     for other in server.documents.values():
         if other.declares and os.path.realpath(other.path) == real:
             # Open: its own export is (or will be) published, and refreshes the view then.
+            if fresh:
+                server.fresh.add(other.uri)
+                server.scheduler.schedule(other.uri, delay=False)
             return other.result, False
     pipeline = server.pipeline
     request = pipeline.request(file, id=server.bridge.next_id())
-    found = await _lookup(server, pipeline, request)
+    found = None if fresh else await _lookup(server, pipeline, request)
     if found is not None:
         return found, False
     server.log_message(f"exportlens: {os.path.basename(file)} is not in the cache; exporting it to show what it does to an open module", types.MessageType.Log)
@@ -120,7 +124,9 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
 
     loop = asyncio.get_running_loop()
     files = await loop.run_in_executor(server.io, _model_files, state.path)
-    got = [await _result_of(server, f) for f in files]
+    fresh = state.uri in server.fresh
+    server.fresh.discard(state.uri)
+    got = [await _result_of(server, f, fresh) for f in files]
     results = [r for r, _ in got if r is not None]
     exported = any(e for _, e in got)
     text = await loop.run_in_executor(server.io, _disk_text, state.path)
@@ -133,7 +139,7 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     # Only a view that shows something makes this a model module: a plain file whose
     # run found nothing is idle, also while a later run (a save, a change on disk) looks again.
     state.view = view is not None
-    state.result, state.from_cache, state.index = view, not exported, None
+    state.result, state.from_cache, state.index, state.hints = view, not exported, None, None
     if view is None:
         if had:
             state.result_lines = split_lines(_current(server, state))

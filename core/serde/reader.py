@@ -42,6 +42,10 @@ class NodeModel:
     source: SourceLocation | None = None
     nn_module_stack: tuple[str, ...] = ()  # module paths, outermost first
     subgraphs: tuple[str, ...] = ()  # names of nested graphs (torch.cond branches, map bodies)
+    # Every frame of the node's ``stack_trace``, outermost first: the forward's line
+    # that called a submodule, the submodule's line, down to torch's own file (whose
+    # frame ``source`` may be). An editor finds the lines of one file among them.
+    frames: tuple[SourceLocation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class ProgramModel:
 
 # -- sympy ``srepr`` text -> the short form torch prints ("s0", "2*s0 + 1") ------------------
 
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_]\w*)|(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'[^']*')|(?P<p>[(),=]))")
 _INFIX = {"Add": " + ", "Mul": "*", "Pow": "**"}
 
@@ -126,6 +131,7 @@ class _Reader(StringTable):
     def __init__(self, strings: list[str]) -> None:
         super().__init__(strings)
         self.exprs: dict[int, str] = {}
+        self._frames: dict[int, tuple[SourceLocation, ...]] = {}
 
     def dim(self, d: Any) -> int | str:
         if type(d) is int:
@@ -195,11 +201,19 @@ class _Reader(StringTable):
                 file, line, func = m[S.M_LOCATION][:3]
                 source = SourceLocation(self.s(file), int(line), self.s(func))
             stack = tuple(self.s(p) for _, p, _ in m[S.M_MODULE_STACK]) if len(m) > S.M_MODULE_STACK and m[S.M_MODULE_STACK] else ()
+            frames = self.frames(m[S.M_STACK]) if len(m) > S.M_STACK and m[S.M_STACK] is not None else ()
             target = self.s(rec[S.N_TARGET]) if rec[S.N_TARGET] is not None and op != S.OP_PLACEHOLDER else ""
             sub_names = (target,) if op == S.OP_GET_ATTR and target in subs else ()
-            out.append(NodeModel(prefix + name, S.OP_NAMES[op], target, tuple(args), meta, source, stack, sub_names))
+            out.append(NodeModel(prefix + name, S.OP_NAMES[op], target, tuple(args), meta, source, stack, sub_names, frames))
         for name in sorted(subs):
             self.nodes(subs[name], f"{prefix}{name}.", out, metas)
+
+    def frames(self, sid: Any) -> tuple[SourceLocation, ...]:
+        """A stack trace's frames; the text is shared by many nodes, so parsed once."""
+        found = self._frames.get(sid)
+        if found is None:
+            found = self._frames[sid] = tuple(SourceLocation(f, int(n), fn) for f, n, fn in _FRAME.findall(self.s(sid)))
+        return found
 
     def arg_spec(self, a: Any, metas: dict[str, TensorMeta | None]) -> ArgSpec:
         tag, name = a[0], self.s(a[1])

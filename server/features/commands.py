@@ -61,6 +61,7 @@ def effective_settings(server: Host) -> dict[str, Any]:
         "cache": s.cache,
         "cache_dir": s.cache_dir,
         "strict": s.strict,
+        "inlay_hints": s.inlay_hints,
         "diagnostics": {"disabled": sorted(s.diagnostics.disabled)},
         "pull_diagnostics": server.pull_diagnostics,
     }

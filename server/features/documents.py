@@ -23,7 +23,7 @@ from lsprotocol import types
 from pygls import uris
 
 from exportlens.server import config, warmup
-from exportlens.server.features import diagnostics
+from exportlens.server.features import diagnostics, hints
 from exportlens.server.state import DocumentState
 
 if TYPE_CHECKING:
@@ -102,6 +102,8 @@ def apply_settings(server: Host) -> None:
         for state in server.documents.values():
             if state.result is not None:
                 diagnostics.publish(server, state)
+    if new.inlay_hints != old.inlay_hints:
+        hints.refresh(server)
 
 
 async def pull_configuration(server: Host) -> None:

@@ -88,6 +88,11 @@ def make_client(asked: list[str] | None = None) -> RecordingClient:
         if method != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
             client.feature(method)(waking(method, handler))
 
+    # The refresh requests a client answers with nothing (the editor asks for hints or
+    # lenses again); pytest-lsp has no handler for them.
+    for method in (types.WORKSPACE_INLAY_HINT_REFRESH, types.WORKSPACE_CODE_LENS_REFRESH):
+        client.feature(method)(waking(method, lambda ls, params: None))
+
     @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     def on_publish(ls: RecordingClient, params: types.PublishDiagnosticsParams) -> None:
         ls.published.append(params)
@@ -116,9 +121,11 @@ async def running_server(
     *,
     serve: tuple[str, ...] = SERVE,
     cwd: Path | None = None,
+    asked: list[str] | None = None,
 ) -> AsyncIterator[tuple[RecordingClient, types.InitializeResult]]:
-    """The server started as ``python *serve`` in ``cwd`` (the test's own by default)."""
-    client = make_client()
+    """The server started as ``python *serve`` in ``cwd`` (the test's own by default);
+    ``asked`` notes what the server asks of the client (see ``make_client``)."""
+    client = make_client(asked)
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     await client.start_io(sys.executable, *serve, env=env, cwd=cwd)
     try:

@@ -1,0 +1,173 @@
+"""``exportlens.graph``: the exported graph as a list of nodes, each linked to its source.
+
+``exportlens.showGraph`` gives torch's printed graph code; this view is for finding
+your way between the graph and the code. One row per node: its name, its op (for an
+input or output, its kind and target in the signature), the dtype and shape the
+export recorded (torch's symbols named after the user's ``Dim``), and the project
+line it came from -- the deepest frame of its stack in the declaring file or a local
+module, the signature's line for inputs and outputs. Each ``file.py:LINE`` is a link
+the editor jumps through.
+
+With ``line`` (0-based, a line of the document) the view lists only the nodes that
+line produced, of every target or of the one named: "what did this line become".
+
+Arguments: ``[{"uri": ..., "target"?: ..., "line"?: ...}]`` or ``[uri, target]``.
+Returns ``{"title", "text", "links": [{"line", "start", "end", "uri", "range"}]}``:
+``line`` a 0-based row of ``text``, ``[start, end)`` its UTF-16 columns of the
+``file.py:LINE`` text, ``uri``/``range`` where it leads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pygls import uris
+from pygls.exceptions import JsonRpcInvalidParams
+
+from exportlens.core.model.results import FileResult
+from exportlens.core.model.signature import SourceLine
+from exportlens.core.project.files import root_of
+from exportlens.core.serde.located import Program, UserFrames, at_lines, programs, tensor_text, value_text
+from exportlens.core.serde.reader import NodeModel
+
+# A runtime import: pygls reads command handlers' type hints.
+from exportlens.server.host import Host
+from exportlens.server.positions import UTF16, units
+
+GRAPH = "exportlens.graph"
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    op: str
+    value: str
+    file: str | None  # real path
+    line: int | None  # 1-based
+
+
+def _arguments(args: tuple[Any, ...]) -> tuple[str, str | None, int | None]:
+    if len(args) == 1 and isinstance(args[0], dict):
+        uri, target, line = args[0].get("uri"), args[0].get("target"), args[0].get("line")
+    else:
+        uri = args[0] if args else None
+        target = args[1] if len(args) > 1 else None
+        line = args[2] if len(args) > 2 else None
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams(f"{GRAPH}: expected a document URI, got {uri!r}")
+    if target is not None and not isinstance(target, str):
+        raise JsonRpcInvalidParams(f"{GRAPH}: expected a target name, got {target!r}")
+    if line is not None and (not isinstance(line, int) or isinstance(line, bool) or line < 0):
+        raise JsonRpcInvalidParams(f"{GRAPH}: expected a 0-based line number, got {line!r}")
+    return uri, target, line
+
+
+def _source(where: SourceLine | None, result: FileResult) -> tuple[str | None, int | None]:
+    if where is None or where.line < 1:
+        return None, None
+    return os.path.realpath(where.path or result.path), where.line
+
+
+def _op(node: NodeModel) -> str:
+    return node.target.removeprefix("torch.ops.") if node.op == "call_function" else node.op
+
+
+def _rows(program: Program, result: FileResult, frames: UserFrames, only: set[str] | None) -> list[_Row]:
+    sig = program.target.signature
+    names = program.dim_names
+    inputs = {s.arg.name: s for s in sig.inputs} if sig is not None else {}
+    rows = []
+    for node in program.model.nodes:
+        if only is not None and node.name not in only:
+            continue
+        if node.op == "output":
+            continue
+        value = value_text(node.meta, names) or ""
+        if node.op == "placeholder" and node.name in inputs:
+            spec = inputs[node.name]
+            file, line = _source(spec.source, result)
+            op = spec.kind + (f" {spec.target}" if spec.target else "")
+        else:
+            frame = frames(node)
+            file, line = (os.path.realpath(frame.file), frame.line) if frame is not None else (None, None)
+            op = _op(node)
+        rows.append(_Row(node.name, op, value, file, line))
+    if only is None and sig is not None:
+        for out in sig.outputs:
+            file, line = _source(out.source, result)
+            meta = out.arg.meta
+            rows.append(_Row(out.arg.name, f"output {out.kind}" + (f" {out.target}" if out.target else ""), tensor_text(meta, names) if meta else "", file, line))
+    return rows
+
+
+def _place(file: str, root: str) -> str:
+    try:
+        rel = os.path.relpath(file, root)
+    except ValueError:
+        return file
+    return file if rel.startswith("..") else rel
+
+
+def graph_view(state_path: str, result: FileResult, target: str | None, line: int | None) -> dict[str, Any]:
+    """The view of ``result`` (the document's at ``state_path``) as returned to the client."""
+    chosen = [t for t in result.targets if target is None or t.name == target]
+    if not chosen:
+        names = ", ".join(t.name for t in result.targets) or "none"
+        raise JsonRpcInvalidParams(f"no target {target!r} in {os.path.basename(state_path)} (targets: {names})")
+    read = programs(chosen)
+    frames = UserFrames([result.path, state_path, *result.local_imports])
+    root = root_of(state_path)
+    here = os.path.basename(state_path)
+    only: dict[int, set[str]] = {}
+    if line is not None:
+        for entry in at_lines(state_path, read).get(line + 1, []):
+            only.setdefault(id(entry.program), set()).add(entry.node.name)
+    text: list[str] = []
+    links: list[dict[str, Any]] = []
+    title = f"{here}:{line + 1}: nodes" if line is not None else f"{', '.join(t.name for t in chosen)}: graph"
+    for t in chosen:
+        program = next((p for p in read if p.target is t), None)
+        if program is None:
+            if line is None:
+                text += [f"# {t.name}: no graph (the export {'failed' if t.status == 'error' else 'kept none'})", ""]
+            continue
+        rows = _rows(program, result, frames, only.get(id(program), set()) if line is not None else None)
+        if line is not None and not rows:
+            continue
+        legend = ", ".join(f"{n} is torch's {s}" for s, n in sorted(program.dim_names.items()))
+        text.append(f"# {t.name}: {len(rows)} node{'s' * (len(rows) != 1)}" + (f" ({legend})" if legend else ""))
+        widths = [max((len(getattr(r, f)) for r in rows), default=0) for f in ("name", "op", "value")]
+        for r in rows:
+            row = f"{r.name:<{widths[0]}}  {r.op:<{widths[1]}}  {r.value:<{widths[2]}}"
+            if r.file is not None and r.line is not None:
+                place = f"{_place(r.file, root)}:{r.line}"
+                start = units(row, UTF16) + 2
+                links.append(
+                    {
+                        "line": len(text),
+                        "start": start,
+                        "end": start + units(place, UTF16),
+                        "uri": uris.from_fs_path(r.file) or r.file,
+                        "range": {"start": {"line": r.line - 1, "character": 0}, "end": {"line": r.line - 1, "character": 0}},
+                    }
+                )
+                row = f"{row}  {place}"
+            text.append(row.rstrip())
+        text.append("")
+    if line is not None and not links and not any(text):
+        text = [f"# line {line + 1} of {here} produced no node of {'any target' if target is None else target}", ""]
+    return {"title": title, "text": "\n".join(text), "links": links}
+
+
+def register(server: Host) -> None:
+    @server.command(GRAPH)
+    async def graph(ls: Host, *args: Any) -> dict[str, Any]:
+        uri, target, line = _arguments(args)
+        state = ls.documents.get(uri)
+        if state is None or state.result is None:
+            raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")
+        # Reading the programs takes a moment on a large model: off the event loop.
+        return await asyncio.get_running_loop().run_in_executor(ls.io, graph_view, state.path, state.result, target, line)

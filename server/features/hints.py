@@ -1,0 +1,221 @@
+"""``textDocument/inlayHint``: after each line, the dtype and shape the export recorded.
+
+``y = self.block(x)  float32[batch, 8]``: the value of the last node the line
+produced (``core/serde/located.py``: a node belongs to every line of this file in
+its stack, so a call of a submodule shows the submodule's output), with torch's
+symbols named after the user's ``Dim``; the tooltip names the node, its op and
+torch's symbol. Lines of ``forward`` and of every function and submodule it calls,
+in the declaring file and in a model module (a view's targets keep their programs).
+
+Like hover, the hints are built once per result, off the event loop
+(:meth:`HintIndex.build`, called with the hover index), and a request is answered
+from memory. When the buffer has changed since the result, a line whose text is
+unchanged keeps its hint; any other line gets none. The setting ``inlay_hints``
+turns them off; the client is asked to refresh (``workspace/inlayHint/refresh``)
+when a result or that setting changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import io
+import logging
+import re
+import tokenize
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from exportlens.core.model.results import FileResult
+from exportlens.core.serde.located import Located, at_lines, programs
+from exportlens.server.positions import byte_column_to_units, split_lines
+
+if TYPE_CHECKING:
+    from exportlens.server.host import Host
+    from exportlens.server.state import DocumentState
+
+log = logging.getLogger(__name__)
+
+INDEX_WAIT_S = 2.0
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_LABEL = 80  # characters; a longer label (a tuple of many tensors) is cut with "…"
+
+# Statements that hold others: their own line (``for``, ``if ...:``) ends at the colon,
+# not at the end of the block.
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.Match,
+)
+
+
+@dataclass(frozen=True)
+class LineHint:
+    line: int  # 0-based
+    byte_column: int  # 0-based UTF-8 byte offset on ``line``: the end of the statement's code
+    label: str
+    tooltip: str
+
+
+class HintIndex:
+    def __init__(self, hints: Iterable[LineHint] = ()) -> None:
+        self._hints = sorted(hints, key=lambda h: (h.line, h.byte_column))
+
+    @classmethod
+    def build(cls, path: str, source: str, result: FileResult) -> HintIndex:
+        """Never raises: a result whose hints cannot be made has none (logged)."""
+        try:
+            return cls(_hints(path, source, result))
+        except Exception:  # hints must never take the server down
+            log.exception("inlay hints for %s could not be built", path)
+            return cls()
+
+    def between(self, first: int, last: int) -> list[LineHint]:
+        """The hints on lines ``first``..``last`` (0-based, inclusive)."""
+        return [h for h in self._hints if first <= h.line <= last]
+
+    def __len__(self) -> int:
+        return len(self._hints)
+
+
+def _hints(path: str, source: str, result: FileResult) -> list[LineHint]:
+    read = programs(result.targets)
+    if not read:
+        return []
+    order = {id(p): {n.name: i for i, n in enumerate(p.model.nodes)} for p in read}
+    lines = split_lines(source)
+    anchor = _anchors(source, lines)
+    # Every node of each anchor (a statement's end), whichever of its lines named it.
+    by_anchor: dict[tuple[int, int], list[Located]] = {}
+    for line, located in at_lines(path, read).items():
+        if 1 <= line <= len(lines):
+            by_anchor.setdefault(anchor(line), []).extend(located)
+    hints = []
+    for (line, column), located in sorted(by_anchor.items()):
+        last: dict[int, Located] = {}  # per program: the node that came last in its graph
+        for entry in located:
+            key = id(entry.program)
+            if entry.value is not None and (key not in last or order[key][entry.node.name] > order[key][last[key].node.name]):
+                last[key] = entry
+        if last:
+            hints.append(LineHint(line - 1, column, _label(list(last.values())), _tooltip(list(last.values()))))
+    return hints
+
+
+def _label(values: list[Located]) -> str:
+    texts = list(dict.fromkeys(v.value or "" for v in values))
+    label = texts[0] if len(texts) == 1 else " · ".join(f"{v.program.target.name}: {v.value}" for v in values)
+    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+
+
+def _tooltip(values: list[Located]) -> str:
+    parts = []
+    for v in values:
+        op = v.node.target.removeprefix("torch.ops.")
+        names = v.program.dim_names
+        used = {s for m in v.node.meta if m is not None for d in m.shape for s in _SYMBOL.findall(str(d)) if s in names}
+        symbols = "".join(f"\n\n`{names[s]}` is torch's `{s}`" for s in sorted(used))
+        parts.append(f"{v.program.target.name}: `{v.node.name}` = `{op}`, {v.value}{symbols}")
+    return "\n\n---\n\n".join(parts)
+
+
+def _anchors(source: str, lines: list[str]) -> Callable[[int], tuple[int, int]]:
+    """1-based line -> (1-based line, 0-based byte column) where its hint goes: the end
+    of the simple statement holding the line (a call spread over three lines shows
+    its value once, after the closing parenthesis), else the end of the line's code."""
+    ends: dict[int, tuple[int, int]] = {}
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    if tree is not None:
+        try:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and node.end_lineno is not None and node.end_col_offset is not None:
+                    for line in range(node.lineno, node.end_lineno + 1):
+                        ends.setdefault(line, (node.end_lineno, node.end_col_offset))
+        except RecursionError:
+            pass
+    code_ends = _code_ends(source, lines)
+
+    def anchor(line: int) -> tuple[int, int]:
+        return ends.get(line) or (line, code_ends.get(line, len(lines[line - 1].rstrip().encode("utf-8", "surrogatepass"))))
+
+    return anchor
+
+
+def _code_ends(source: str, lines: list[str]) -> dict[int, int]:
+    """Lines with a trailing comment -> the byte column where their code ends."""
+    out: dict[int, int] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT and tok.start[0] <= len(lines):
+                text = lines[tok.start[0] - 1][: tok.start[1]]
+                out[tok.start[0]] = len(text.rstrip().encode("utf-8", "surrogatepass"))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass
+    return out
+
+
+def hints_in(state: DocumentState, current: list[str], first: int, last: int, encoding: str) -> list[types.InlayHint]:
+    """The hints of lines ``first``..``last`` whose text is what the result was made from."""
+    index = state.hints
+    if index is None:
+        return []
+    out = []
+    for hint in index.between(first, last):
+        if hint.line >= len(current) or hint.line >= len(state.result_lines) or current[hint.line] != state.result_lines[hint.line]:
+            continue  # the line changed since the export
+        text = current[hint.line]
+        out.append(
+            types.InlayHint(
+                position=types.Position(hint.line, byte_column_to_units(text, hint.byte_column, encoding)),
+                label=hint.label,
+                kind=types.InlayHintKind.Type,
+                tooltip=types.MarkupContent(kind=types.MarkupKind.Markdown, value=hint.tooltip),
+                padding_left=True,
+            )
+        )
+    return out
+
+
+def refresh(server: Host) -> None:
+    """Ask the client to request hints again, when it can be asked."""
+    workspace = server.client_capabilities.workspace
+    support = workspace.inlay_hint if workspace is not None else None
+    if support is None or not support.refresh_support:
+        return
+    try:
+        server.workspace_inlay_hint_refresh(None)
+    except Exception:  # noqa: BLE001 - the client may be gone
+        log.debug("inlay hint refresh failed", exc_info=True)
+
+
+def register(server: Host) -> None:
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    async def on_inlay_hint(ls: Host, params: types.InlayHintParams) -> list[types.InlayHint]:
+        try:
+            if not ls.settings.inlay_hints:
+                return []
+            state = ls.documents.get(params.text_document.uri)
+            if state is None:
+                return []
+            if state.hints is None and state.index_task is not None and not state.index_task.done():
+                await asyncio.wait({state.index_task}, timeout=INDEX_WAIT_S)
+            document = ls.workspace.get_text_document(params.text_document.uri)
+            encoding = str(ls.workspace.position_encoding or "utf-16")
+            return hints_in(state, split_lines(document.source), params.range.start.line, params.range.end.line, encoding)
+        except Exception:
+            log.exception("inlay hints failed")
+            return []
