@@ -43,3 +43,10 @@ async def test_lower_setting_reports_the_untranslatable_line_and_hover_shows_the
         text = await _hover(client, clean, clean.line_of("class Net"))
         assert "Lowers to ONNX (opset " in text and "outputs match (max error" in text, text
         assert "sum_1  float32  max abs" in text
+        # The target's code lens says it too, and opens the graph.
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(clean.uri)))
+        onnx = [lens.command for lens in lenses or [] if lens.command is not None and lens.command.title.startswith("ONNX")]
+        assert len(onnx) == 1 and onnx[0].title.startswith("ONNX ✓ opset ") and onnx[0].title.endswith(" nodes"), onnx
+        assert onnx[0].command == "exportlens.graph"
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(weird.uri)))
+        assert [lens.command.title for lens in lenses or [] if lens.command is not None and lens.command.title.startswith("ONNX")] == ["ONNX ✗ unsupported"]
