@@ -29,7 +29,7 @@ from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
 from exportlens.server import exports, framing, views
 from exportlens.server.config import Settings, overrides
-from exportlens.server.features import commands, documents, graph, hints, hover, lenses
+from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
@@ -233,6 +233,7 @@ def create_server() -> ExportLensServer:
     hints.register(server)
     lenses.register(server)
     commands.register(server)
+    actions.register(server)
     graph.register(server)
     return server
 

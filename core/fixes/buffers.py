@@ -81,9 +81,9 @@ def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
         and any(nodes.self_attribute(t, me) == attr for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
     ]
-    if len(assignments) != 1 or not isinstance(assignments[0], ast.Assign) or len(assignments[0].targets) != 1:
+    assign = assignments[0] if len(assignments) == 1 else None
+    if not isinstance(assign, ast.Assign) or len(assign.targets) != 1:
         return []
-    [assign] = assignments
     if assign not in init.body or (isinstance(assign.value, ast.Constant) and assign.value.value is None):
         return []  # conditional, or None: no initial tensor known to be there
     before = init.body[: init.body.index(assign)]

@@ -1,0 +1,298 @@
+"""Quick fixes through the real server and a real LSP client: each offered fix is
+applied to the buffer as an editor applies it (the returned WorkspaceEdit as a
+didChange), the buffer saved, and the new export must no longer report the
+diagnostic, nor any new error. Also: no action where no fix would work, none for a
+buffer that changed since the result, none in the declaring file for a diagnostic
+whose code lives in a model module (the module gets it).
+
+The debounce is a minute, so only opens and saves export: a test decides exactly
+which text each result is for.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+
+from tests.server.lsp_client import Doc, RecordingClient, running_server
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+Session = tuple[RecordingClient, Path]
+
+ATTRIBUTE = '''\
+import torch
+from torch import nn
+
+
+class Cache(nn.Module):
+    """Keeps its last output (a tensor attribute, not a buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.last = torch.zeros(2, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        self.last = y * 2  # « dropped by export »
+        return y
+'''
+
+DIMS = '''\
+import torch
+from torch import nn
+from torch.export import Dim
+
+
+class Gated(nn.Module):
+    def forward(self, x):
+        if x.shape[0] > 8:
+            return x * 2
+        return x + 1
+
+
+class Rows(nn.Module):
+    def forward(self, x):
+        return x.reshape(4, -1)
+
+
+größe = Dim("batch")  # a non-ASCII name before the declaration's column
+rows = Dim("rows", max=64)
+
+
+@exportlens.target(dynamic_shapes={"x": {0: größe}})
+def gated():
+    return Gated(), (torch.randn(4, 3),)
+
+
+@exportlens.target(dynamic_shapes={"x": {0: rows}})
+def reshaped():
+    return Rows(), (torch.randn(4, 3),)
+'''.replace("from torch.export import Dim\n", "from torch.export import Dim\n\nimport exportlens\n")
+
+METADATA = '''\
+import torch
+from torch import nn
+
+
+class T(nn.Module):
+    def forward(self, x, y):
+        y.unsqueeze_(0)
+        x.transpose_(0, 1)
+        return x + 1, y
+
+
+model = T()
+example_args = (torch.randn(2, 3), torch.randn(3))
+'''
+
+HF = '''\
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+import exportlens
+
+
+@exportlens.target
+def gpt2():
+    # A tiny GPT-2 from a config (no download); use_cache stays at its default.
+    config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)
+    return GPT2LMHeadModel(config).eval(), (torch.randint(0, 32, (2, 5)),)
+'''
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["visual-studio-code", "neovim"])
+async def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Session]:
+    workspace = tmp_path_factory.mktemp(f"fixes-{request.param}")
+    options = {"cache_dir": str(workspace / ".cache"), "debounce_ms": 60_000}
+    async with running_server(request.param, workspace, options) as (client, _):
+        yield client, workspace
+
+
+def _index(doc: Doc, position: types.Position) -> int:
+    """An LSP position (the negotiated encoding) as an index into ``doc.text``."""
+    lines = doc.text.split("\n")
+    text, units, column = lines[position.line], 0, 0
+    while column < len(text) and units < position.character:
+        units += len(text[column].encode("utf-8" if doc.client.encoding == "utf-8" else "utf-16-le")) // (1 if doc.client.encoding == "utf-8" else 2)
+        column += 1
+    return sum(len(line) + 1 for line in lines[: position.line]) + column
+
+
+def apply(doc: Doc, action: types.CodeAction) -> int:
+    """Apply ``action``'s edit as an editor does: one didChange, edits last-first; the new version."""
+    assert action.edit is not None
+    if action.edit.document_changes:
+        [change] = action.edit.document_changes
+        assert isinstance(change, types.TextDocumentEdit) and change.text_document.uri == doc.uri
+        assert change.text_document.version == doc.version  # the client refuses it for another version
+        edits = list(change.edits)
+    else:
+        assert action.edit.changes is not None and set(action.edit.changes) == {doc.uri}
+        edits = list(action.edit.changes[doc.uri])
+    changes: list[types.TextDocumentContentChangeEvent] = []
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        assert isinstance(edit, types.TextEdit)
+        start, end = _index(doc, edit.range.start), _index(doc, edit.range.end)
+        doc.text = doc.text[:start] + edit.new_text + doc.text[end:]
+        changes.append(types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text))
+    doc.version += 1
+    doc.client.text_document_did_change(types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(version=doc.version, uri=doc.uri), changes))
+    return doc.version
+
+
+async def actions_for(doc: Doc, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(doc.uri),
+        range=diagnostic.range,
+        context=types.CodeActionContext(diagnostics=[diagnostic], only=[types.CodeActionKind.QuickFix]),
+    )
+    found = await doc.client.text_document_code_action_async(params)
+    out = [a for a in found or [] if isinstance(a, types.CodeAction)]
+    for a in out:
+        assert a.kind == types.CodeActionKind.QuickFix, a.kind
+        assert list(a.diagnostics or []) == [diagnostic]
+    return out
+
+
+def errors(diagnostics: list[types.Diagnostic]) -> list[tuple[str, str]]:
+    return [(str(d.code), d.message) for d in diagnostics if d.severity == types.DiagnosticSeverity.Error]
+
+
+async def fix_and_export(doc: Doc, diagnostic: types.Diagnostic, title_has: str) -> tuple[types.CodeAction, list[types.Diagnostic]]:
+    """Apply the one fix offered for ``diagnostic``, save, and return the new diagnostics."""
+    [action] = await actions_for(doc, diagnostic)
+    assert title_has in action.title, action.title
+    version = apply(doc, action)
+    doc.save()
+    return action, await doc.client.diagnostics_for(doc.uri, version)
+
+
+async def test_a_tensor_attribute_fix_registers_a_buffer(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "cache_model.py"
+    path.write_text(ATTRIBUTE + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    doc = Doc(client, path)
+    doc.open()
+    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    action, after = await fix_and_export(doc, d, "register `last` as a buffer")
+    assert not action.is_preferred
+    assert "self.register_buffer('last', torch.zeros(2, 4), persistent=False)" in doc.text
+    assert [str(x.code) for x in after] == ["mutation/buffer"] and not errors(after)
+
+
+async def test_dim_fixes_apply_torchs_suggestion_and_say_when_a_dim_becomes_static(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "dims.py"
+    path.write_text(DIMS)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    by_target = {x.data["target"]: x for x in found if x.code == "constraint-violation"}  # type: ignore[index]
+    assert set(by_target) == {"gated", "reshaped"}
+
+    action, after = await fix_and_export(doc, by_target["gated"], "suggested fix")
+    assert action.is_preferred and "größe = Dim('batch', max=8)" in doc.text
+    assert [x.data["target"] for x in after if x.code == "constraint-violation"] == ["reshaped"]  # type: ignore[index]
+
+    [static] = [x for x in after if x.code == "constraint-violation"]
+    action, after = await fix_and_export(doc, static, "make `rows` static (= 4)")
+    assert not action.is_preferred and "\nrows = 4\n" in doc.text
+    assert not errors(after), errors(after)
+
+
+async def test_an_input_metadata_mutation_fix_uses_the_out_of_place_op(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "metadata.py"
+    path.write_text(METADATA)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    assert [str(x.code) for x in found] == ["banned-mutation/input-metadata"] * 2
+    first, second = sorted(found, key=lambda x: x.range.start.line)
+    _, after = await fix_and_export(doc, first, "`y = y.unsqueeze(0)`")
+    assert [x.range.start.line for x in after] == [second.range.start.line]  # only the other one is left
+    _, after = await fix_and_export(doc, after[0], "`x = x.transpose(0, 1)`")
+    assert after == []
+
+
+async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "hf.py"
+    path.write_text(HF)
+    doc = Doc(client, path)
+    doc.open()
+    [d] = await client.diagnostics_for(doc.uri, 1)
+    assert d.code == "unsupported-type" and "DynamicCache" in d.message
+    action, after = await fix_and_export(doc, d, "`use_cache=False`")
+    assert action.is_preferred and "n_positions=16, use_cache=False)" in doc.text
+    assert after == []
+
+
+async def test_no_action_where_no_fix_would_work_nor_for_a_changed_buffer(session: Session) -> None:
+    client, workspace = session
+    # Never assigned in __init__: no initial value to register.
+    path = workspace / "no_init.py"
+    path.write_text(ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", "") + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    doc = Doc(client, path)
+    doc.open()
+    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    assert await actions_for(doc, d) == []
+
+    # A fixable diagnostic, but the buffer moved on: its edit would be for other text.
+    path = workspace / "stale.py"
+    path.write_text(METADATA)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    assert all([await actions_for(doc, x) for x in found])  # offered while the buffer is the result's text
+    doc.replace("class T(nn.Module):", "class T(nn.Module):  # edited")  # no export: the debounce is a minute
+    assert [await actions_for(doc, x) for x in found] == [[], []]
+
+
+async def test_a_model_module_gets_its_fix_and_the_declaring_file_none(session: Session) -> None:
+    client, workspace = session
+    project = workspace / "layout"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "layout"\nversion = "0"\n\n[tool.exportlens]\n')
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "model.py").write_text(ATTRIBUTE)
+    (project / "targets.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from pkg.model import Cache
+
+            model = Cache()
+            example_args = (torch.randn(2, 4),)
+            """
+        )
+    )
+    declaring = Doc(client, project / "targets.py")
+    declaring.open()
+    [shown] = await client.diagnostics_for(declaring.uri, 1)
+    assert shown.code == "banned-mutation/tensor-attribute" and shown.range.start.line == declaring.line_of("model = Cache()")
+    assert await actions_for(declaring, shown) == []  # its code, and its fix, are in the module
+    declaring.close()
+
+    module = Doc(client, project / "pkg" / "model.py")
+    module.open()
+    [d] = await client.diagnostics_for(module.uri, 1)
+    assert d.code == "banned-mutation/tensor-attribute" and d.range.start.line == module.line_of("self.last = y * 2")
+    [action] = await actions_for(module, d)
+    before = len(client.publishes(module.uri))
+    version = apply(module, action)
+    module.save()
+
+    def republished() -> list[types.Diagnostic] | None:
+        return next((list(p.diagnostics) for p in client.publishes(module.uri)[before:] if p.version == version), None)
+
+    after = await client.until(republished, "the module's view after the fix")
+    assert "tensor-attribute" not in str([x.code for x in after]) and not errors(after)
