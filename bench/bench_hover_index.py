@@ -1,4 +1,4 @@
-"""Hover index timing: build once, then ``hover()`` at every UTF-16 position of a file.
+"""Hover index and inlay hint timing: build once, then ``hover()`` at every UTF-16 position of a file.
 
 The in-process cost of the server's hover (no LSP round trip; ``bench_server.py``
 measures that), each beside a baseline measured in the same run (``ast.parse`` of
@@ -58,3 +58,16 @@ build_ms, parse_ms = statistics.median(builds) * 1000, statistics.median(parses)
 floor_us = lookups[len(lookups) // 2] / 1000
 print(f"lines={len(lines)} segments={len(index)} build: median {build_ms:.2f} ms, max {max(builds)*1000:.2f} ms | baseline ast.parse of the file {parse_ms:.2f} ms ({build_ms / parse_ms:.1f}x)")
 print(f"hover over {len(times)} positions ({hits} hits): p50 {q(0.5):.2f} us, p99 {q(0.99):.2f} us, max {times[-1]/1000:.1f} us | baseline dict lookup p50 {floor_us:.2f} us ({q(0.5) / floor_us:.1f}x)")
+
+# Inlay hints are built with the hover index, once per result (reading every
+# target's program and walking its nodes' stacks): against the same ast.parse baseline.
+from exportlens.server.features.hints import HintIndex  # noqa: E402
+
+hint_builds = []
+for _ in range(20):
+    t0 = time.perf_counter()
+    hints = HintIndex.build(path, source, result)
+    hint_builds.append(time.perf_counter() - t0)
+hint_ms = statistics.median(hint_builds) * 1000
+nodes = sum(len(t.program) > 0 for t in result.targets)
+print(f"inlay hints: {len(hints)} lines from {nodes} programs, build median {hint_ms:.2f} ms, max {max(hint_builds)*1000:.2f} ms | baseline ast.parse {parse_ms:.2f} ms ({hint_ms / parse_ms:.1f}x)")
