@@ -32,7 +32,7 @@ import * as path from 'node:path';
 const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
 const result = {
     ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
-    hints: {}, lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
+    hints: {}, hintsOff: '', lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
     output: '', screenshots: [], error: null,
 };
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
@@ -441,14 +441,8 @@ async function waitForNotInstalled(page) {
     await screenshot(page, 'vscode-not-installed.png');
 }
 
-/**
- * Edit the user settings file as a person would in settings.json: turn a diagnostic code
- * off and set the worker count. The worker count restarts the server; the code switch
- * reaches it through didChangeConfiguration and the row leaves the Problems panel.
- */
-async function changeSettings(page, profile, change) {
-    step(`change settings: ${JSON.stringify(change.settings)}`);
-    const before = (await outputText(page, profile)).match(/Server running/g)?.length ?? 0;
+/** Merge `extra` into the user settings.json, typed in the editor as a person would, and save. */
+async function typeSettings(page, profile, extra) {
     const file = path.join(profile.userDataDir, 'User', 'settings.json');
     const settings = JSON.parse(fs.readFileSync(file, 'utf8'));
     // Through the editor: the workbench does not pick up outside writes to the file here.
@@ -460,11 +454,11 @@ async function changeSettings(page, profile, change) {
     await page.keyboard.press('Control+A');
     await page.keyboard.press('Delete');
     // One line, and the profile turns auto-closing and auto-indent off: the text lands as is.
-    const wanted = JSON.stringify({ ...settings, ...change.settings });
+    const wanted = JSON.stringify({ ...settings, ...extra });
     await page.keyboard.insertText(wanted);
     await page.keyboard.press('Control+S');
     const saved = Date.now() + UI_WAIT;
-    while (!fs.readFileSync(file, 'utf8').includes(Object.keys(change.settings)[0])) {
+    while (!fs.readFileSync(file, 'utf8').includes(Object.keys(extra)[0])) {
         if (Date.now() > saved) {
             throw new Error(`settings.json was not saved: ${fs.readFileSync(file, 'utf8')}`);
         }
@@ -477,6 +471,17 @@ async function changeSettings(page, profile, change) {
     const close = page.locator('.modal-editor-header .codicon-close, .modal-editor-part .codicon-close').first();
     await close.click({ timeout: UI_WAIT });
     await page.locator('.monaco-modal-editor-block').first().waitFor({ state: 'hidden', timeout: UI_WAIT });
+}
+
+/**
+ * Edit the user settings file as a person would in settings.json: turn a diagnostic code
+ * off and set the worker count. The worker count restarts the server; the code switch
+ * reaches it through didChangeConfiguration and the row leaves the Problems panel.
+ */
+async function changeSettings(page, profile, change) {
+    step(`change settings: ${JSON.stringify(change.settings)}`);
+    const before = (await outputText(page, profile)).match(/Server running/g)?.length ?? 0;
+    await typeSettings(page, profile, change.settings);
     const end = Date.now() + TIMEOUT;
     let text = '';
     while (Date.now() < end) {
@@ -656,7 +661,8 @@ async function waitForJump(page, file, line, how) {
     while (Date.now() < end) {
         tab = await activeTab(page);
         where = await cursorPosition(page);
-        if (tab.startsWith(file) && where.startsWith(`Ln ${line},`)) {
+        // The source's own tab, not the graph view (whose name also starts with the file's).
+        if (tab.startsWith(file) && !tab.includes('.nodes') && where.startsWith(`Ln ${line},`)) {
             result.jumps.push({ how, tab, where });
             return;
         }
@@ -698,6 +704,7 @@ async function applyQuickFix(page, fix) {
     await openFile(page, fix.file);
     step(`open the problems, wait for ${fix.code} on ${fix.file}:${fix.line}`);
     await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    await page.locator('.markers-panel').first().waitFor({ timeout: UI_WAIT });
     const end = Date.now() + TIMEOUT;
     const has = (rows) => rows.some((r) => r.includes(fix.code) && r.includes(`[Ln ${fix.line}, Col `));
     while (!has(await problemRows(page))) {
@@ -747,6 +754,26 @@ async function applyQuickFix(page, fix) {
     throw new Error(`after the quick fix the Problems panel still shows ${fix.code}: ${JSON.stringify(rows)}`);
 }
 
+/** `exportlens.inlayHints: false` in settings.json: the running server drops the hints. */
+async function hintsOff(page, profile, module) {
+    step('turn exportlens.inlayHints off in settings.json');
+    await typeSettings(page, profile, { 'exportlens.inlayHints': false });
+    await openFile(page, module.file);
+    step(`wait for the hint to leave "${module.hint.code}"`);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await renderedLine(page, module.hint.code);
+        if (text.trim() === module.hint.code) {
+            result.hintsOff = text;
+            result.output = await outputText(page, profile);
+            return;
+        }
+        await page.waitForTimeout(250);
+    }
+    throw new Error(`with exportlens.inlayHints false the line still reads: ${text}`);
+}
+
 /** Everything issue 12 adds, on a model (net.py) whose classes live in layers.py. */
 async function features(page, profile, f) {
     await waitForOutput(page, profile, /Server running/, 'a running server');
@@ -757,6 +784,7 @@ async function features(page, profile, f) {
     await openFile(page, f.module.file);
     await waitForHint(page, f.module.file, f.module.hint.code, f.module.hint.expect);
     await waitForLenses(page, f.module.file, f.module.lenses);
+    await runCommand(page, 'View: Hide Panel'); // the output trace is not what the picture is about
     await screenshot(page, 'vscode-inlay-hints.png');
 
     // The status lens says "exported": clicking it exports again.
@@ -778,6 +806,7 @@ async function features(page, profile, f) {
     await runCommand(page, 'exportlens: Show Nodes of This Line');
     result.lineNodes = await waitForView(page, `${f.module.file}:${f.lineNodes.line}`, f.lineNodes.expect);
 
+    await hintsOff(page, profile, f.module);
     await applyQuickFix(page, f.quickFix);
 }
 
