@@ -1,9 +1,8 @@
 """The target: a Block from layers.py, with a dynamic batch."""
 
 import torch
-from torch.export import Dim
-
 from layers import Block
+from torch.export import Dim
 
 batch = Dim("batch", min=2, max=64)
 
