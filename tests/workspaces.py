@@ -58,3 +58,67 @@ CONTRACT_MODEL = textwrap.dedent(
     dynamic_shapes = {"x": {0: Dim("batch", min=1, max=32)}}
     '''
 )
+
+
+# A model whose classes live in their own module (issue 12's layout): the declaring
+# file holds only a Dim, the `model = Net()` line and the example inputs. Block has
+# no parameter of its own: only torch's module records place its instances.
+SPLIT_LAYERS = textwrap.dedent(
+    '''\
+    import torch
+    from torch import nn
+
+
+    class Attn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = nn.Linear(8, 8)
+            self.register_buffer("scale", torch.ones(8), persistent=False)
+
+        def forward(self, x):
+            return self.q(x) * self.scale
+
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = Attn()
+
+        def forward(self, x):
+            return x + self.attn(x)
+
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = Block()
+            self.second = Block()
+
+        def forward(self, x):
+            return self.second(self.first(x))
+    '''
+)
+SPLIT_MODEL = textwrap.dedent(
+    '''\
+    import torch
+    from torch.export import Dim
+
+    from pkg.layers import Net
+
+    batch = Dim("batch", min=2, max=64)
+    model = Net()
+    example_args = (torch.randn(4, 8),)
+    dynamic_shapes = {"x": {0: batch}}
+    '''
+)
+
+
+def split_workspace(folder: Path) -> Path:
+    """``model.py`` declaring the target, ``pkg/layers.py`` holding its classes; the
+    project's root is marked by its pyproject.toml, as a real project's is."""
+    (folder / "pyproject.toml").write_text('[project]\nname = "split"\nversion = "0.0.0"\n')
+    (folder / "pkg").mkdir()
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "pkg" / "layers.py").write_text(SPLIT_LAYERS)
+    (folder / "model.py").write_text(SPLIT_MODEL)
+    return folder / "model.py"
