@@ -9,8 +9,15 @@ The issue's table, read off a :class:`FileResult` and the file's AST index:
   attribute (every instance: ``blocks.0.w``, ``blocks.1.w``) and their mutations;
 * an in-place call's line -> the mutation output whose source is that call;
 * a ``return`` of the exported ``forward`` -> its ``USER_OUTPUT`` specs;
-* the target's own line (and its decorators) -> the whole signature, status, time,
-  and for a failed target the error diagnostics.
+* the target's own line (and its decorators), and the ``model = X()`` line of the
+  globals form -> the whole signature, status, time, and for a failed target the
+  error diagnostics;
+* a submodule's ``class`` line -> its parameters and buffers under every instance
+  path (:mod:`~exportlens.server.features.hover.submodules`);
+* a ``Dim(...)`` declaration -> its range, torch's symbol and the inputs using it, or
+  the line that specialised it (:mod:`~exportlens.server.features.hover.dims`).
+
+Symbolic dims are shown by the user's ``Dim`` names (``Signature.dim_names``).
 
 A class belongs to every target whose specs point into it, so a class exported by
 two targets shows both. The result is overlapping anchors, ``span -> sections``;
