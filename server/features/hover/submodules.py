@@ -41,8 +41,8 @@ def _program_modules(program: bytes) -> dict[str, str]:
         return {}
     try:
         return module_types(program)
-    except SchemaError:  # a damaged program still leaves the source's answer
-        log.warning("hover: the program's module records could not be read", exc_info=True)
+    except Exception as e:  # a damaged program still leaves the source's answer, and the other hovers
+        log.warning("hover: the program's module records could not be read (%s)", e if isinstance(e, SchemaError) else type(e).__name__)
         return {}
 
 

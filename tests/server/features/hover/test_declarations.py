@@ -149,3 +149,15 @@ def test_markdown_names_dims_and_keeps_torchs_symbols() -> None:
     ranges: dict[str, tuple[int | None, int | None]] = {"s77": (2, 64), "s3": (2, None)}
     assert md.range_lines([x], ranges, names) == ["batch ∈ [2, 64]", "s3 ∈ [2, ∞]", "batch is torch's s77"]
     assert md.range_lines([x], ranges) == ["s77 ∈ [2, 64]", "s3 ∈ [2, ∞]"]  # no names: torch's, as before
+
+
+def test_a_damaged_program_leaves_the_sources_answer_and_the_other_hovers(docs: dict[str, Doc]) -> None:
+    from dataclasses import replace
+
+    doc = docs["submodules"]
+    damaged = replace(doc.result, targets=tuple(replace(t, program=b"\x93not a program") for t in doc.result.targets))
+    again = Doc(FIXTURES / "submodules.py", damaged)
+    # Both classes define parameters on their own lines: the source still places them.
+    assert again.hover(20, "Block").markdown.startswith("**class Block** · submodule of `Net` at `block`, `extra`")
+    assert again.hover(10, "Attn").markdown == doc.hover(10, "Attn").markdown
+    assert again.hover(37, "x").markdown == doc.hover(37, "x").markdown
