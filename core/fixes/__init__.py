@@ -24,7 +24,7 @@ def fixes_for(source: str, diagnostic: Diagnostic, result: FileResult) -> list[F
     if diagnostic.code not in FIXABLE:
         return []
     if diagnostic.code == "banned-mutation/tensor-attribute":
-        found = buffers.fixes(source, diagnostic)
+        found = buffers.fixes(source, diagnostic, result)
     elif diagnostic.code == "constraint-violation":
         found = dims.fixes(source, diagnostic)
     elif diagnostic.code == "unsupported-type":

@@ -9,7 +9,10 @@ as a buffer mutation (``BUFFER_MUTATION``, the new value copied into the buffer)
 the update is no longer dropped; in eager the assignment still replaces the tensor,
 exactly as before. Non-persistent, so ``state_dict`` (and the checkpoints people
 load) does not gain a key. What export cannot do: change the buffer's shape (an
-update of another shape fails to export), which the title says.
+update of another shape fails to export): the fix is preferred when the shapes are
+known to fit (a literal constructor in ``__init__``, the recorded value at the
+assignment), left out when they are known not to, and otherwise offered with a title
+that says a matching shape is needed.
 
 Offered only when the edit is certain to run as written: the class is in this file,
 its ``__init__`` assigns the attribute exactly once, to something that is not
@@ -25,7 +28,8 @@ import re
 
 from exportlens.core.fixes import nodes
 from exportlens.core.fixes.model import Fix, replace_node, segment
-from exportlens.core.model.results import Diagnostic
+from exportlens.core.fixes.shapes import assigned_shapes, broadcasts, literal_shape
+from exportlens.core.model.results import Diagnostic, FileResult
 
 _CLASS = re.compile(r"Register it in `(\w+)\.__init__`")
 
@@ -49,7 +53,24 @@ def _class_defines(cls: ast.ClassDef, name: str) -> bool:
     return False
 
 
-def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
+def _value_line(stmt: ast.Assign | ast.AnnAssign, method: ast.AST) -> int:
+    """The line whose last node is the assigned value: the statement's own, or for
+    ``self.x = name`` the single-line assignment that last bound ``name`` before it."""
+    value = stmt.value
+    if not isinstance(value, ast.Name):
+        return stmt.lineno
+    bound = [
+        n
+        for n in ast.walk(method)
+        if isinstance(n, ast.Assign)
+        and n.lineno < stmt.lineno
+        and n.lineno == n.end_lineno
+        and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+    ]
+    return max(bound, key=lambda n: n.lineno).lineno if bound else stmt.lineno
+
+
+def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
     tree = nodes.parse(source)
     found = nodes.statement_at(tree, diagnostic) if tree is not None else None
     if tree is None or found is None:
@@ -91,5 +112,13 @@ def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
         return []
     value = segment(source.split("\n"), assign.value)
     new = f"{me}.register_buffer({attr!r}, {value}, persistent=False)"
-    title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (export then copies each update into it: same shape)"
+    into, assigned = literal_shape(assign.value), assigned_shapes(result, diagnostic.target, _value_line(stmt, method))
+    if into is not None and assigned is not None:
+        if not all(broadcasts(v, into) for v in assigned):
+            return []  # export would copy a value of another shape into the buffer: an export error
+        shape = ", ".join(map(str, into))
+        title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (shape [{shape}]; export copies each update into it)"
+        return [Fix(title, diagnostic, (replace_node(assign, new),), preferred=True)]
+    # The shapes are not known here: say what the edit does, and what it needs.
+    title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (export then copies each update into it: same shape needed)"
     return [Fix(title, diagnostic, (replace_node(assign, new),))]

@@ -44,6 +44,25 @@ class Cache(nn.Module):
         return y
 '''
 
+RUNNING_MEAN = '''\
+import torch
+from torch import nn
+
+
+class Normalizer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mean = torch.zeros(4)
+
+    def forward(self, x):
+        self.mean = self.mean * 0.9 + x.mean(0) * 0.1
+        return x - self.mean
+
+
+model = Normalizer()
+example_args = (torch.randn(3, 4),)
+'''
+
 DIMS = '''\
 import torch
 from torch import nn
@@ -182,8 +201,21 @@ async def test_a_tensor_attribute_fix_registers_a_buffer(session: Session) -> No
     doc.open()
     [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
     action, after = await fix_and_export(doc, d, "register `last` as a buffer")
-    assert not action.is_preferred
+    # The update's value is not in the program (nothing reads it): the title says what the fix needs.
+    assert not action.is_preferred and "same shape needed" in action.title
     assert "self.register_buffer('last', torch.zeros(2, 4), persistent=False)" in doc.text
+    assert [str(x.code) for x in after] == ["mutation/buffer"] and not errors(after)
+
+
+async def test_a_running_mean_fix_is_preferred_when_the_recorded_shape_fits(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "running_mean.py"
+    path.write_text(RUNNING_MEAN)
+    doc = Doc(client, path)
+    doc.open()
+    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    action, after = await fix_and_export(doc, d, "register `mean` as a buffer")
+    assert action.is_preferred and "shape [4]" in action.title
     assert [str(x.code) for x in after] == ["mutation/buffer"] and not errors(after)
 
 
@@ -240,6 +272,14 @@ async def test_no_action_where_no_fix_would_work_nor_for_a_changed_buffer(sessio
     # Never assigned in __init__: no initial value to register.
     path = workspace / "no_init.py"
     path.write_text(ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", "") + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    doc = Doc(client, path)
+    doc.open()
+    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    assert await actions_for(doc, d) == []
+
+    # An update of another shape than the buffer ([3, 4] into [4]): export would fail to copy it in.
+    path = workspace / "other_shape.py"
+    path.write_text(RUNNING_MEAN.replace("x.mean(0) * 0.1", "x * 0.1"))
     doc = Doc(client, path)
     doc.open()
     [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
