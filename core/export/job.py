@@ -20,6 +20,7 @@ from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
@@ -48,6 +49,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
 
     REGISTRY.clear()
     loaded = load(request.path, request.source, request.root)
+    mark("job: model file run")
     sources = Sources(loaded.index, loaded.root)
     diagnostics = list(loaded.diagnostics)
     results: list[TargetResult] = []
@@ -136,6 +138,7 @@ def export_target(
     sources = sources or Sources(loaded.index, loaded.root)
     name, line = candidate.decl.name, candidate.decl.line
     built = _build(candidate, loaded, sources)
+    mark(f"job: {name} built")
     if isinstance(built, Diagnostic):
         return TargetResult(name, line, "error"), [built]
 
@@ -150,6 +153,7 @@ def export_target(
         except BaseException as e:  # noqa: BLE001 - SystemExit in forward too
             failure = e
     export_ms = (time.perf_counter() - started) * 1000
+    mark(f"job: {name} exported")
     warning_texts = [str(w.message) for w in caught]
 
     if failure is not None:
@@ -160,6 +164,7 @@ def export_target(
     from exportlens.core.export.extract import extract_signature, graph_text
 
     signature = extract_signature(ep, built.module, index=loaded.index, args=built.args, kwargs=built.kwargs, sources=sources)
+    mark(f"job: {name} signature extracted")
     found = signature_checks.mutation_diagnostics(signature, name, candidate.where)
     found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
@@ -174,7 +179,10 @@ def export_target(
         fallback=candidate.where,
     )
     module_class = _class_line(type(built.module), sources)
-    result = TargetResult(name, line, "ok", export_ms, signature, graph_text(ep), _program_bytes(ep, found), module_class=module_class)
+    graph = graph_text(ep)
+    mark(f"job: {name} checked, graph text")
+    result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class)
+    mark(f"job: {name} program encoded")
     if lower:  # after the export, in the same job: the same timeout and memory cap
         from exportlens.core.export.lowering import lower_target
 

@@ -23,7 +23,8 @@ from typing import Callable
 from exportlens.core.isolation.jobprocess import child_main, die_with, standby_main
 from exportlens.core.isolation.messages import Export, ExportRequest, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
-from exportlens.core.isolation.procs import kill_group
+from exportlens.core.isolation.procs import kill_group, signal_group
+from exportlens.core.isolation.trace import mark
 
 STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
 DUMP_READ_MAX = 1 << 20  # bytes of a stack dump read back: enough for every thread
@@ -56,8 +57,13 @@ class Forker:
         self.num_threads = num_threads
         self.private_fds = private_fds
         self.standby: Standby | None = None
+        # Standbys killed but not reaped yet: reaping waits for the kernel to tear
+        # down a process's memory, milliseconds a request need not wait for.
+        # ``kill_strays`` after the job reaps them.
+        self.dying: set[int] = set()
 
     def fork_job(self, request: ExportRequest) -> Job:
+        mark(f"zygote: fresh fork for request {request.id}")
         return self._fork(lambda events_w, output_w, dump_fd: child_main(request, events_w, output_w, dump_fd, self.num_threads))
 
     def spawn_standby(self) -> None:
@@ -73,6 +79,7 @@ class Forker:
         job = self._fork(child)
         os.close(request_r)
         self.standby = Standby(job, request_w)
+        mark(f"zygote: standby {job.pid} forked")
 
     def take_standby(self, request: ExportRequest) -> Job | None:
         """Hand the request to the standby job process, if one is alive and warm to take it."""
@@ -84,10 +91,12 @@ class Forker:
             if not done and _ready(standby.job.events_r):
                 write_frame(standby.request_w, Export(request))
                 os.close(standby.request_w)
+                mark(f"zygote: standby {standby.job.pid} takes request {request.id}")
                 return standby.job
         except OSError:
             pass
-        self._kill_standby(standby)
+        mark(f"zygote: standby {standby.job.pid} not warm, killed for request {request.id}")
+        self._kill_standby(standby, reap=False)
         return None
 
     def kept_pids(self) -> tuple[int, ...]:
@@ -99,9 +108,12 @@ class Forker:
         if standby is not None:
             self._kill_standby(standby)
 
-    @staticmethod
-    def _kill_standby(standby: Standby) -> None:
-        kill_group(standby.job.pid)
+    def _kill_standby(self, standby: Standby, reap: bool = True) -> None:
+        if reap:
+            kill_group(standby.job.pid)
+        else:
+            signal_group(standby.job.pid)
+            self.dying.add(standby.job.pid)
         for fd in (standby.request_w, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
             try:
                 os.close(fd)

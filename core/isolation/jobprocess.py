@@ -28,6 +28,7 @@ from exportlens.core.isolation.messages import (
     read_frame,
     write_frame,
 )
+from exportlens.core.isolation.trace import mark
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 PR_SET_PDEATHSIG = 1
@@ -37,6 +38,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
     """The disposable job process. Never returns."""
     code = 0
     exit_now = os._exit  # ours, before the model's code can replace it
+    mark(f"job: request {request.id} starts")
     try:
         os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
         try:  # be the OOM killer's first choice (``die_with`` made it die with the zygote)
@@ -59,17 +61,27 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
         def emit(message: FromJob) -> None:
             write_frame(events_fd, message)
 
-        emit(JobResult(run_job(request, emit)))
+        result = run_job(request, emit)
+        mark("job: result built")
+        # Flushed before the result, not after: the worker keeps the output that is
+        # in the pipe when the result arrives, and kills the job right away.
+        _flush()
+        emit(JobResult(result))
+        mark("job: result written")
     except BaseException:  # run_job handles the user's errors; this is our own bug
         traceback.print_exc()
         code = 70
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
+        _flush()
         exit_now(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - the model may have replaced or closed them
+            pass
 
 
 def standby_main(
@@ -88,10 +100,12 @@ def standby_main(
     comes while it is still warming up goes to a fresh fork instead, so warming never
     delays an export.
     """
+    mark("standby: warming")
     try:
         prewarm()
     except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
         pass
+    mark("standby: warm")
     write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request
     request: ExportRequest | None = None
     try:

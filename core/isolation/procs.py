@@ -44,12 +44,19 @@ def dump_stack(pid: int) -> None:
     # The dump is written from the signal handler, synchronously: 200 ms is plenty.
 
 
-def kill_group(pid: int) -> None:
+def signal_group(pid: int) -> None:
+    """SIGKILL the job's process group (and the job, should it not lead one yet);
+    it still needs reaping."""
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the job's process group and reap the job."""
+    signal_group(pid)
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
