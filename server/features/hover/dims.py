@@ -36,13 +36,17 @@ def add_declarations(b: Anchors) -> None:
             spans = _spans(b, name, where)
             if not spans:
                 continue
+            specialised = _specialised(b, name, where)
             for target in b.result.targets:
                 if not _owns(extents, target.name, name, where, wheres):
                     continue
                 text = _target_text(name, target)
+                if text is None and target.signature is None and not any(d.target in (None, target.name) for d in specialised):
+                    # Failed for another reason: say why the hover has no range.
+                    text = f"**Dim {md.code(name)}** · {md.code(target.name)} · export {target.status}: torch recorded no range"
                 if text is not None:
                     b.add(spans, target.name, text)
-            for d in _specialised(b, name, where):
+            for d in specialised:
                 b.add(spans, d.target or "", _specialised_text(b, name, d))
 
 

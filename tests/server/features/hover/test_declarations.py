@@ -26,11 +26,14 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
 
     project = tmp_path_factory.mktemp("hover") / "tinylm"
     shutil.copytree(ROOT / "tests" / "corpus" / "tinylm", project, ignore=shutil.ignore_patterns("__pycache__"))
+    shapes = project.parent / "shapes"
+    shutil.copytree(ROOT / "tests" / "corpus" / "shapes", shapes, ignore=shutil.ignore_patterns("__pycache__"))
     files = {
         "submodules": FIXTURES / "submodules.py",
         "factory_dims": FIXTURES / "factory_dims.py",
         "specialised": EXAMPLES / "dynamic_shapes.py",
         "make_gpt": project / "tinylm" / "factories.py",
+        "shapes": shapes / "shapes" / "targets.py",
     }
     results = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(p) for p in files.values()], jobs=1).results
     by_path = {Path(r.path).resolve(): r for r in results}
@@ -109,6 +112,21 @@ def test_a_specialised_dim_names_the_line_that_specialised_it(docs: dict[str, Do
     assert h.markdown.startswith("**Dim `batch`** · `Reshaper` · torch specialised it")
     assert "line 12 · `if x.shape[0] == 4:` · this code specialises the dimension" in h.markdown
     assert "**`constraint-violation`** line 7" in h.markdown
+
+
+def test_each_targets_specialised_dim_names_its_line_in_another_module(docs: dict[str, Doc]) -> None:
+    doc = docs["shapes"]
+    layers = (Path(doc.result.path).parent / "layers.py").read_text().split("\n")
+    positional = doc.hover(doc.lines.index('@exportlens.target(dynamic_shapes={"x": {1: Dim("seq", max=64)}})') + 1, "Dim")
+    assert positional.markdown.startswith("**Dim `seq`** · `positional` · torch specialised it") and "`pooled`" not in positional.markdown
+    # The module's line (`x + self.pos` pins seq to the parameter's 8), named with its file.
+    assert f"- layers.py:{layers.index('        return x + self.pos') + 1} · this code specialises the dimension" in positional.markdown
+    pooled = doc.hover(doc.lines.index('@exportlens.target(dynamic_shapes={"x": {1: Dim("seq", max=32)}})') + 1, "Dim")
+    assert pooled.markdown.startswith("**Dim `seq`** · `pooled` · torch specialised it") and "`positional`" not in pooled.markdown
+    assert f"- layers.py:{layers.index('        return self.proj(x).reshape(2, 8 * 4)') + 1} · " in pooled.markdown
+    # Failed before tracing (a malformed dynamic_shapes): no range, and the hover says why.
+    batch = doc.hover(doc.lines.index('    dynamic_shapes={"pair": {0: Dim("batch")}},') + 1, "Dim")
+    assert batch.markdown == "**Dim `batch`** · `pair_sum` · export error: torch recorded no range"
 
 
 def test_the_model_line_shows_the_target(docs: dict[str, Doc]) -> None:
