@@ -264,6 +264,76 @@ def test_user_commands(project: Path, expected: Path, tmp_path: Path) -> None:
     )
 
 
+FEATURES = Path(__file__).resolve().parent / "workspaces" / "features"
+
+
+@pytest.fixture
+def features_project(tmp_path: Path) -> Path:
+    """A fresh copy of the features workspace (net.py declares a Block that lives in
+    layers.py; running_mean.py has a quick fix): the scenarios edit and save files."""
+    root = tmp_path / "features"
+    shutil.copytree(FEATURES, root)
+    shutil.copy(EXAMPLES / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_hints_lenses_and_the_graph_view(features_project: Path, expected: Path, tmp_path: Path) -> None:
+    session = run_scenario("features", features_project, expected, tmp_path)
+    assert_passed(
+        session,
+        "net.py: a status lens",
+        "net.py: the lenses are drawn",
+        "the server asked for a lens refresh",
+        "the graph view lists each node",
+        "<CR> lands on `h = self.proj(x)` in layers.py",
+        "the jump is on the jump list",
+        "layers.py: the hint after `h = self.proj(x)` is float32[batch, 16]",
+        "the hint's tooltip names the node",
+        "layers.py: the hint is drawn",
+        "layers.py: the status and Show graph lenses",
+        "vim.lsp.codelens.run() offers both lenses",
+        "gd on the relu row lands",
+        "running the status lens exports again",
+        ":ExportlensNodes lists the line's one node",
+        ":ExportlensNodes' row jumps back",
+        ":ExportlensNodes on `import torch`",
+        "after `nn.Linear(8, 32)` the drawn hint",
+        "the drawn status lens says the export failed",
+    )
+
+
+def test_quick_fix_through_code_action(features_project: Path, expected: Path, tmp_path: Path) -> None:
+    session = run_scenario("quickfix", features_project, expected, tmp_path)
+    assert_passed(
+        session,
+        "vim.lsp.buf.code_action() offers a preferred quick fix registering `mean` as a buffer",
+        "choosing it edits the buffer: register_buffer of mean in __init__",
+        "after the quick fix and the re-export, banned-mutation/tensor-attribute is gone",
+        "no error took its place",
+        "the fixed file is saved",
+    )
+    # The CLI agrees about the file the editor saved (and it reported the code before).
+    fixed = features_project / "running_mean.py"
+    original = tmp_path / "original" / "running_mean.py"
+    original.parent.mkdir()
+    shutil.copy(FEATURES / "running_mean.py", original)
+    assert fixed.read_text() != original.read_text()
+    _, report = check_json(str(fixed), str(original), cwd=features_project)
+    found = {(features_project / f["path"]).resolve(): [d["code"] for d in f["diagnostics"]] for f in report["files"]}
+    assert "banned-mutation/tensor-attribute" in found[original.resolve()], report
+    assert "banned-mutation/tensor-attribute" not in found[fixed.resolve()], report
+
+
+def test_hints_turned_off(features_project: Path, expected: Path, tmp_path: Path) -> None:
+    session = run_scenario("hints_off", features_project, expected, tmp_path, env={"EXPORTLENS_NVIM_SETTINGS": json.dumps({"inlayHints": False})})
+    assert_passed(
+        session,
+        "inlayHints = false: the plugin leaves inlay hints off",
+        "inlayHints = false: the server answers no hints",
+        "the lenses still come",
+    )
+
+
 def bare_python(directory: Path) -> Path:
     """The project's interpreter without site-packages: a Python that cannot import exportlens."""
     script = directory / "bare-python"
@@ -300,4 +370,11 @@ def test_config_and_help(project: Path, expected: Path, tmp_path: Path) -> None:
         ":help exportlens opens exportlens.txt",
         ":help exportlens-lspconfig opens exportlens.txt",
         ":help :ExportlensShowGraph opens exportlens.txt",
+        ":ExportlensGraph is defined",
+        ":ExportlensNodes is defined",
+        ":help exportlens-inlay-hints opens exportlens.txt",
+        ":help exportlens-codelens opens exportlens.txt",
+        ":help exportlens-code-actions opens exportlens.txt",
+        ":help exportlens-graph-view opens exportlens.txt",
+        ":help :ExportlensNodes opens exportlens.txt",
     )

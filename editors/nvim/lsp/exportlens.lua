@@ -29,11 +29,16 @@
 --- })
 --- ```
 --- Settings (section `exportlens`, snake_case or camelCase): `debounceMs`, `timeoutS`,
---- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `lower` (`{ 'onnx' }`), `diagnostics`
+--- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `lower` (`{ 'onnx' }`), `inlayHints`, `diagnostics`
 --- (a map of code to false, or a list of codes to hide). `timeoutS`, `memoryMb`, `strict`, `lower` set here
 --- override `[tool.exportlens]` in pyproject.toml, so leave them unset to use the project's.
---- Commands `:ExportlensReexport`, `:ExportlensShowGraph`, `:ExportlensClearCache`
---- and `:checkhealth exportlens` come with the plugin; see `:help exportlens`.
+--- `inlayHints = false` turns the dtype/shape inlay hints off (in the server and in the
+--- plugin, which otherwise enables them on attach); code lenses are fetched on attach
+--- and on the server's refresh (`vim.lsp.codelens.run()` runs one), quick fixes come
+--- through `vim.lsp.buf.code_action()`.
+--- Commands `:ExportlensReexport`, `:ExportlensGraph`, `:ExportlensNodes`,
+--- `:ExportlensShowGraph`, `:ExportlensClearCache` and `:checkhealth exportlens` come
+--- with the plugin; see `:help exportlens`.
 
 ---@type vim.lsp.Config
 return {
@@ -43,4 +48,16 @@ return {
   -- Empty maps (not lists) so the server sees `{}` when nothing is configured.
   init_options = { exportlens = vim.empty_dict() },
   settings = { exportlens = vim.empty_dict() },
+  -- The server tells the client when a result changed the lenses; Neovim fetches
+  -- them only when asked (lua/exportlens/features.lua asks).
+  capabilities = { workspace = { codeLens = { refreshSupport = true } } },
+  handlers = {
+    ['workspace/codeLens/refresh'] = function(...)
+      return require('exportlens.features').on_codelens_refresh(...)
+    end,
+    -- Redraws the new hints (see lua/exportlens/features.lua).
+    ['workspace/inlayHint/refresh'] = function(...)
+      return require('exportlens.features').on_inlay_hint_refresh(...)
+    end,
+  },
 }

@@ -18,6 +18,10 @@ vim.lsp.config('exportlens', {
   init_options = { exportlens = { debounceMs = 100 } },
   settings = { exportlens = { workers = 1 } },
 })
+-- A scenario's own settings on top (JSON), as a user's vim.lsp.config would add them.
+if vim.env.EXPORTLENS_NVIM_SETTINGS and vim.env.EXPORTLENS_NVIM_SETTINGS ~= '' then
+  vim.lsp.config('exportlens', { settings = { exportlens = vim.json.decode(vim.env.EXPORTLENS_NVIM_SETTINGS) } })
+end
 vim.lsp.enable('exportlens')
 
 local harness = require('exportlens_test.harness')
@@ -49,3 +53,11 @@ vim.api.nvim_create_autocmd('LspProgress', {
     table.insert(harness.events.progress, { kind = value.kind, title = value.title or vim.NIL, message = value.message or vim.NIL })
   end,
 })
+
+-- Every workspace/codeLens/refresh the server sends (the plugin's handler, then the real one).
+local features = require('exportlens.features')
+local on_refresh = features.on_codelens_refresh
+features.on_codelens_refresh = function(err, result, ctx)
+  table.insert(harness.events.lens_refreshes, { client_id = ctx.client_id })
+  return on_refresh(err, result, ctx)
+end

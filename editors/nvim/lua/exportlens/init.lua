@@ -1,7 +1,9 @@
 --- The user commands' logic: run the server's `workspace/executeCommand` commands
 --- on the exportlens client attached to a buffer and show what they return.
---- Everything is asynchronous (`Client:exec_cmd` with a handler): a re-export can
---- take as long as the export itself and must not block the editor.
+--- Everything is asynchronous (a request with a handler): a re-export can take as
+--- long as the export itself and must not block the editor. Requests go straight to
+--- the server, not through `Client:exec_cmd`, which would find the plugin's own
+--- client-side handlers of the lens commands (lua/exportlens/features.lua).
 
 local M = {}
 
@@ -12,6 +14,7 @@ local levels = vim.log.levels
 local function notify(message, level)
   vim.notify('exportlens: ' .. message, level or levels.INFO)
 end
+M.notify = notify
 
 --- The exportlens client attached to `bufnr` (0: current), or nil.
 ---@param bufnr integer?
@@ -44,14 +47,25 @@ function M.exec(command, arguments, bufnr, on_result)
     )
     return false
   end
-  client:exec_cmd({ title = command, command = command, arguments = arguments }, { bufnr = bufnr }, function(err, result)
+  M.request(client, command, arguments, bufnr, on_result)
+  return true
+end
+
+--- Send `workspace/executeCommand` for `command` to `client`; `on_result(result)` on
+--- success, an error message otherwise.
+---@param client vim.lsp.Client
+---@param command string
+---@param arguments any[]
+---@param bufnr integer
+---@param on_result fun(result: any, client: vim.lsp.Client)
+function M.request(client, command, arguments, bufnr, on_result)
+  client:request('workspace/executeCommand', { command = command, arguments = arguments }, function(err, result)
     if err then
       notify(('%s failed: %s'):format(command, err.message or vim.inspect(err)), levels.ERROR)
       return
     end
     on_result(result, client)
-  end)
-  return true
+  end, bufnr)
 end
 
 --- One line for an `exportlens.status` result: "ok, 0 errors (Counter ok)".
@@ -104,6 +118,75 @@ function M.show_graph(bufnr, target)
       return
     end
     require('exportlens.graph').open(source, arguments[2], text)
+  end)
+end
+
+--- Show an `exportlens.graph` result of `client` for `bufnr` in the graph view; the
+--- view's rows jump back into the current window.
+---@param client vim.lsp.Client
+---@param bufnr integer
+---@param arguments any[] the command's arguments
+---@param what string? the target name, or `:LINE` (1-based) for a line's nodes
+---@param on_open fun(buf: integer)?
+function M.graph_view(client, bufnr, arguments, what, on_open)
+  local source_win = vim.api.nvim_get_current_win()
+  local source = vim.api.nvim_buf_get_name(bufnr)
+  M.request(client, 'exportlens.graph', arguments, bufnr, function(result)
+    if type(result) ~= 'table' or type(result.text) ~= 'string' then
+      notify('the server returned no graph', levels.ERROR)
+      return
+    end
+    local view = require('exportlens.view')
+    local buf = view.open(view.buffer_name(source, what), result, source_win, client.offset_encoding or 'utf-16')
+    if on_open then
+      on_open(buf)
+    end
+  end)
+end
+
+--- `:ExportlensGraph [target]`: every node of the file's targets (or of one), each
+--- row jumping to its source line.
+---@param bufnr integer?
+---@param target string?
+function M.graph(bufnr, target)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  local client = M.client(bufnr)
+  local argument = { uri = vim.uri_from_bufnr(bufnr) }
+  if target ~= nil and target ~= '' then
+    argument.target = target
+  end
+  -- M.exec says why when there is no client; the view needs the client itself.
+  if client == nil then
+    return M.exec('exportlens.graph', { argument }, bufnr, function() end)
+  end
+  M.graph_view(client, bufnr, { argument }, argument.target)
+end
+
+--- `:ExportlensNodes`: the nodes the cursor's line produced ("what did this line
+--- become"), in the graph view; says so when the line produced none.
+---@param bufnr integer?
+---@param line integer? 0-based; the cursor's line by default
+function M.nodes(bufnr, line)
+  bufnr = (bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr
+  line = line or (vim.api.nvim_win_get_cursor(0)[1] - 1)
+  local client = M.client(bufnr)
+  local arguments = { { uri = vim.uri_from_bufnr(bufnr), line = line } }
+  if client == nil then
+    return M.exec('exportlens.graph', arguments, bufnr, function() end)
+  end
+  local source_win = vim.api.nvim_get_current_win()
+  local source = vim.api.nvim_buf_get_name(bufnr)
+  M.request(client, 'exportlens.graph', arguments, bufnr, function(result)
+    if type(result) ~= 'table' or type(result.text) ~= 'string' then
+      notify('the server returned no graph', levels.ERROR)
+      return
+    end
+    if type(result.links) ~= 'table' or #result.links == 0 then
+      notify(('line %d produced no nodes in the exported graph'):format(line + 1))
+      return
+    end
+    local view = require('exportlens.view')
+    view.open(view.buffer_name(source, ':' .. (line + 1)), result, source_win, client.offset_encoding or 'utf-16')
   end)
 end
 

@@ -20,7 +20,7 @@ local state = {
 }
 
 --- Events recorded by the spies in init.lua (publishes, notifications).
-M.events = { publishes = {}, notifications = {}, progress = {} }
+M.events = { publishes = {}, notifications = {}, progress = {}, lens_refreshes = {} }
 
 local function text(value)
   if type(value) == 'string' then

@@ -143,6 +143,102 @@ function M.hover_text(buf, line, col)
   return value, response
 end
 
+--- The inlay hints Neovim holds for `buf` (what it draws), as `{ line, label }`.
+---@param buf integer
+---@return { line: integer, character: integer, label: string, tooltip: string? }[]
+function M.hints(buf)
+  local out = {}
+  for _, item in ipairs(vim.lsp.inlay_hint.get({ bufnr = buf })) do
+    local hint = item.inlay_hint
+    local label = hint.label
+    if type(label) == 'table' then
+      label = table.concat(vim.tbl_map(function(part)
+        return part.value
+      end, label))
+    end
+    local tooltip = hint.tooltip
+    if type(tooltip) == 'table' then
+      tooltip = tooltip.value
+    end
+    out[#out + 1] = { line = hint.position.line, character = hint.position.character, label = label, tooltip = tooltip }
+  end
+  return out
+end
+
+--- The inlay hints drawn in `buf` (virtual text of Neovim's inlay hint namespace),
+--- as `{ line, text }`: what is on the screen, not only what was received.
+---@param buf integer
+---@return { line: integer, text: string }[]
+function M.drawn_hints(buf)
+  -- Neovim draws inlay hints while redrawing a window that shows the buffer (a
+  -- decoration provider), as a UI does all the time; headless, redraw first.
+  vim.cmd.redraw()
+  local ns = vim.api.nvim_get_namespaces()['nvim.lsp.inlayhint']
+  local out = {}
+  if ns == nil then
+    return out
+  end
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    local chunks = mark[4].virt_text or {}
+    out[#out + 1] = { line = mark[2], text = table.concat(vim.tbl_map(function(c)
+      return c[1]
+    end, chunks)) }
+  end
+  return out
+end
+
+--- The code lenses Neovim holds for `buf`, as `{ line, title, command, arguments }`.
+---@param buf integer
+---@return table[]
+function M.lenses(buf)
+  local out = {}
+  for _, lens in ipairs(vim.lsp.codelens.get(buf)) do
+    if lens.command then
+      out[#out + 1] = {
+        line = lens.range.start.line,
+        title = lens.command.title,
+        command = lens.command.command,
+        arguments = lens.command.arguments,
+      }
+    end
+  end
+  table.sort(out, function(a, b)
+    return a.line < b.line or (a.line == b.line and a.title < b.title)
+  end)
+  return out
+end
+
+--- The code lens text drawn on each line of `buf` (virtual text of the client's
+--- codelens namespace): `{ [line] = text }`.
+---@param buf integer
+---@param client vim.lsp.Client
+---@return table<integer, string>
+function M.drawn_lenses(buf, client)
+  local ns = vim.api.nvim_get_namespaces()['nvim.lsp.codelens:' .. client.id]
+  local out = {}
+  if ns == nil then
+    return out
+  end
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    out[mark[2]] = table.concat(vim.tbl_map(function(c)
+      return c[1]
+    end, mark[4].virt_text or {}))
+  end
+  return out
+end
+
+--- The buffer named `name`, or nil.
+---@param name string
+---@return integer?
+function M.buffer_named(name)
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      return b
+    end
+  end
+  return nil
+end
+
 --- The number of result entries in the cache folder.
 ---@param T table
 ---@return integer

@@ -1,0 +1,162 @@
+--- What the plugin turns on when the exportlens client attaches to a buffer: inlay
+--- hints (the dtype and shape each line produced), code lenses (status, export time,
+--- "Show graph" on each target's line) and their refreshes; and the client-side
+--- handlers for the lens commands, whose results a user must see (Neovim's default
+--- `workspace/executeCommand` handler drops them).
+---
+--- Neovim asks for inlay hints itself once enabled (and on the server's
+--- `workspace/inlayHint/refresh`); code lenses it only fetches when asked, so the
+--- plugin asks on attach and whenever the server sends `workspace/codeLens/refresh`
+--- (which lsp/exportlens.lua advertises support for and routes here).
+
+local M = {}
+
+--- The `exportlens` value of a settings table, with either spelling of the key.
+---@param section table?
+---@param snake string
+---@param camel string
+---@return any
+local function setting(section, snake, camel)
+  if type(section) ~= 'table' or type(section.exportlens) ~= 'table' then
+    return nil
+  end
+  local value = section.exportlens[camel]
+  if value == nil then
+    value = section.exportlens[snake]
+  end
+  return value
+end
+
+--- Whether the user wants inlay hints from this client: `inlayHints` (or
+--- `inlay_hints`) in `settings` wins over `init_options`, as on the server; default on.
+---@param client vim.lsp.Client
+---@return boolean
+function M.hints_wanted(client)
+  local value = setting(client.settings, 'inlay_hints', 'inlayHints')
+  if value == nil then
+    value = setting(client.config and client.config.init_options, 'inlay_hints', 'inlayHints')
+  end
+  return value ~= false
+end
+
+--- Ask for the code lenses of every buffer `client` is attached to.
+---@param client vim.lsp.Client
+function M.refresh_lenses(client)
+  for bufnr in pairs(client.attached_buffers or {}) do
+    if vim.api.nvim_buf_is_loaded(bufnr) then
+      vim.lsp.codelens.refresh({ bufnr = bufnr })
+    end
+  end
+end
+
+--- Handler of the server's `workspace/codeLens/refresh` request.
+---@param ctx lsp.HandlerContext
+---@return vim.NIL
+function M.on_codelens_refresh(_, _, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if client then
+    -- Not from inside the request handler: the lens requests go out after the reply.
+    vim.schedule(function()
+      M.refresh_lenses(client)
+    end)
+  end
+  return vim.NIL
+end
+
+--- Fetch the inlay hints of `bufnr` again and draw them. Neovim's own refresh
+--- (0.11/0.12) forgets which lines it drew, asks, and draws what arrives on the next
+--- redraw; but a redraw in between (the diagnostics of the same export arrive with
+--- the refresh) draws the old hints and marks those lines done for this buffer
+--- version, so the new hints, for the same version, are never drawn. Here the new
+--- hints are in hand before the buffer's hint state is reset and filled in one go.
+---@param client vim.lsp.Client
+---@param bufnr integer
+function M.refresh_hints(client, bufnr)
+  local hints = vim.lsp.inlay_hint
+  if not vim.api.nvim_buf_is_loaded(bufnr) or not hints.is_enabled({ bufnr = bufnr }) then
+    return
+  end
+  local params = {
+    textDocument = vim.lsp.util.make_text_document_params(bufnr),
+    range = {
+      start = { line = 0, character = 0 },
+      ['end'] = { line = vim.api.nvim_buf_line_count(bufnr), character = 0 },
+    },
+  }
+  client:request('textDocument/inlayHint', params, function(err, result, ctx)
+    if err or ctx.version ~= vim.lsp.util.buf_versions[bufnr] or not hints.is_enabled({ bufnr = bufnr }) then
+      return -- an edit since: Neovim asks again for the new text itself
+    end
+    hints.enable(false, { bufnr = bufnr })
+    hints.enable(true, { bufnr = bufnr })
+    hints.on_inlayhint(nil, result, ctx)
+  end, bufnr)
+end
+
+--- Handler of the server's `workspace/inlayHint/refresh` request.
+---@param ctx lsp.HandlerContext
+---@return vim.NIL
+function M.on_inlay_hint_refresh(_, _, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if client then
+    vim.schedule(function()
+      for bufnr in pairs(client.attached_buffers or {}) do
+        M.refresh_hints(client, bufnr)
+      end
+    end)
+  end
+  return vim.NIL
+end
+
+--- LspAttach for the exportlens client: hints on (unless turned off), lenses fetched.
+---@param client vim.lsp.Client
+---@param bufnr integer
+function M.on_attach(client, bufnr)
+  if vim.lsp.inlay_hint and client:supports_method('textDocument/inlayHint', bufnr) and M.hints_wanted(client) then
+    vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+  end
+  if client:supports_method('textDocument/codeLens', bufnr) then
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+end
+
+--- Client-side `exportlens.reexport` (a lens's "✓ exported in …"): run it on the
+--- server and say what came of it, as `:ExportlensReexport` does.
+---@param command lsp.Command
+---@param ctx { bufnr: integer, client_id: integer }
+function M.lens_reexport(command, ctx)
+  local exportlens = require('exportlens')
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if client == nil then
+    return
+  end
+  exportlens.request(client, 'exportlens.reexport', command.arguments or {}, ctx.bufnr, function(status)
+    exportlens.notify('exported again: ' .. exportlens.describe_status(type(status) == 'table' and status or {}))
+  end)
+  -- Running a lens blanks its line until the next fetch: fetch now.
+  vim.lsp.codelens.refresh({ bufnr = ctx.bufnr })
+end
+
+--- Client-side `exportlens.graph` (a lens's "Show graph"): the graph view with
+--- go-to-source, jumping back into the window the lens was clicked in.
+---@param command lsp.Command
+---@param ctx { bufnr: integer, client_id: integer }
+function M.lens_graph(command, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if client == nil then
+    return
+  end
+  local arguments = command.arguments or {}
+  local first = arguments[1]
+  local target = type(first) == 'table' and first.target or arguments[2]
+  require('exportlens').graph_view(client, ctx.bufnr, arguments, type(target) == 'string' and target or nil)
+  vim.lsp.codelens.refresh({ bufnr = ctx.bufnr })
+end
+
+--- The lens commands Neovim runs in the client (`vim.lsp.commands`).
+M.commands = {
+  ['exportlens.reexport'] = M.lens_reexport,
+  ['exportlens.graph'] = M.lens_graph,
+}
+
+return M
