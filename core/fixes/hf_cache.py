@@ -9,7 +9,8 @@ that makes it: a ``...Config(...)`` constructor, else a ``.from_pretrained(...)`
 passes config attributes on). Offered only when that call is unambiguous: exactly one
 such call, no ``**kwargs`` in it, and ``use_cache`` written nowhere in that code (the
 user already decides it somewhere). Checked with torch 2.13 and transformers 5.23
-(GPT-2 from a config): the edited target exports.
+(GPT-2 from a config, and from a saved folder with ``from_pretrained``): the edited
+target exports.
 """
 
 from __future__ import annotations
@@ -86,6 +87,6 @@ def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
             [call] = found
             if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
                 return []
-            where = "the config" if _callee(call) != "from_pretrained" else "from_pretrained"
-            return [Fix(f"pass `use_cache=False` to {where} (`{_callee(call)}`): the model returns tensors only", diagnostic, (_add_keyword(call, "use_cache=False"),), preferred=True)]
+            where = f"the config (`{_callee(call)}`)" if _callee(call) != "from_pretrained" else "`from_pretrained`"
+            return [Fix(f"pass `use_cache=False` to {where}: the model returns tensors only", diagnostic, (_add_keyword(call, "use_cache=False"),), preferred=True)]
     return []

@@ -267,6 +267,27 @@ async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session)
     assert after == []
 
 
+async def test_a_pretrained_hugging_face_model_gets_use_cache_false_at_from_pretrained(session: Session) -> None:
+    client, workspace = session
+    from transformers import GPT2Config, GPT2LMHeadModel  # only to save a tiny model to load, as a user's folder
+
+    saved = workspace / "tiny-gpt2"
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)).save_pretrained(saved)
+    path = workspace / "hf_pretrained.py"
+    path.write_text(
+        "import torch\nfrom transformers import GPT2LMHeadModel\n\nimport exportlens\n\n\n@exportlens.target\ndef gpt2():\n"
+        f"    model = GPT2LMHeadModel.from_pretrained({str(saved)!r})\n"
+        "    return model.eval(), (torch.randint(0, 32, (2, 5)),)\n"
+    )
+    doc = Doc(client, path)
+    doc.open()
+    [d] = await client.diagnostics_for(doc.uri, 1)
+    assert d.code == "unsupported-type" and "DynamicCache" in d.message
+    _, after = await fix_and_export(doc, d, "`use_cache=False` to `from_pretrained`")
+    assert f"from_pretrained({str(saved)!r}, use_cache=False)" in doc.text
+    assert after == []
+
+
 async def test_no_action_where_no_fix_would_work_nor_for_a_changed_buffer(session: Session) -> None:
     client, workspace = session
     # Never assigned in __init__: no initial value to register.

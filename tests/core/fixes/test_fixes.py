@@ -239,6 +239,16 @@ def test_use_cache_false_goes_to_the_one_config_of_the_target() -> None:
     assert "GPT2Config(n_layer=1, use_cache=False)" in text
 
 
+def test_use_cache_false_goes_to_from_pretrained_when_no_config_is_made() -> None:
+    source = HF.replace("    config = GPT2Config(\n        n_layer=1,\n        n_embd=8,\n    )\n", '    config = "gpt2"\n').replace(
+        "GPT2LMHeadModel(config)", "GPT2LMHeadModel.from_pretrained(config)"
+    )
+    d, result = _hf_result(source, "gpt2", "def gpt2():")
+    [(title, preferred, text)] = _fixed(source, d, result)
+    assert "GPT2LMHeadModel.from_pretrained(config, use_cache=False).eval()" in text
+    assert preferred and "`from_pretrained`" in title
+
+
 def test_no_use_cache_fix_when_the_place_is_ambiguous() -> None:
     cases = {
         "two configs": HF.replace("    return GPT2LMHeadModel", "    other = GPT2Config()\n    return GPT2LMHeadModel"),
