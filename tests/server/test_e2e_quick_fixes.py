@@ -313,6 +313,10 @@ async def test_no_action_where_no_fix_would_work_nor_for_a_changed_buffer(sessio
     doc.open()
     found = await client.diagnostics_for(doc.uri, 1)
     assert all([await actions_for(doc, x) for x in found])  # offered while the buffer is the result's text
+    refactors = await client.text_document_code_action_async(
+        types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.Refactor]))
+    )
+    assert not refactors  # the client asked for other kinds only
     doc.replace("class T(nn.Module):", "class T(nn.Module):  # edited")  # no export: the debounce is a minute
     assert [await actions_for(doc, x) for x in found] == [[], []]
 
