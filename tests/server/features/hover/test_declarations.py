@@ -46,7 +46,7 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
 
 def test_a_submodule_class_line_lists_its_state_under_every_instance(docs: dict[str, Doc]) -> None:
     doc = docs["submodules"]
-    attn = doc.hover(10, "Attn")
+    attn = doc.hover(13, "Attn")
     assert doc.covered(attn) == "class Attn(nn.Module):"
     assert attn.markdown.startswith("**class Attn** · submodule of `Net` at `block.attn`, `extra.attn`")
     for row in (
@@ -56,13 +56,17 @@ def test_a_submodule_class_line_lists_its_state_under_every_instance(docs: dict[
     ):
         assert row in attn.markdown
     assert "norm" not in attn.markdown and "steps" not in attn.markdown  # Block's and Net's own
-    block = doc.hover(20, "Block")
+    block = doc.hover(23, "Block")
     assert block.markdown.startswith("**class Block** · submodule of `Net` at `block`, `extra`")
     # Instance by instance: every `block.` row before the first `extra.` one.
     assert in_order(block.markdown, "target='block.attn.q.weight'", "target='block.norm.bias'", "target='block.attn.scale'", "target='extra.attn.q.weight'")
     assert "float32[16, 16] cpu" in block.markdown and "steps" not in block.markdown
     # The root's class line is the target's: the whole signature, not a submodule's.
-    assert doc.hover(30, "Net").markdown.startswith("**Net** · export ok in ")
+    assert doc.hover(33, "Net").markdown.startswith("**Net** · export ok in ")
+    # Every target that uses the class: `solo` exports a Block as its root.
+    assert "**class Attn** · submodule of `solo` at `attn`" in attn.markdown
+    assert "p_attn_q_weight: PARAMETER target='attn.q.weight'" in attn.markdown
+    assert "---" in block.markdown and "**solo** · export ok" in block.markdown and "submodule of `solo`" not in block.markdown
 
 
 def test_instance_paths_come_from_the_program_when_the_source_cannot_tell(docs: dict[str, Doc]) -> None:
@@ -88,12 +92,12 @@ def test_a_dim_declaration_shows_its_range_torchs_symbol_and_its_inputs(docs: di
     sig = doc.target("Net").signature
     assert sig is not None
     [symbol] = [s for s, n in sig.dim_names.items() if n == "batch"]
-    call = doc.hover(41, "Dim")
+    call = doc.hover(44, "Dim")
     assert doc.covered(call) == 'Dim("batch", min=2, max=64)'
     assert call.markdown.startswith("**Dim `batch`** · `Net`")
     assert "batch ∈ [2, 64]" in call.markdown and f"batch is torch's {symbol}" in call.markdown
     assert "x: USER_INPUT  float32[batch, 16] cpu" in call.markdown
-    variable = doc.hover(41, "batch")  # `batch = ...`: the variable's name too
+    variable = doc.hover(44, "batch")  # `batch = ...`: the variable's name too
     assert variable.markdown == call.markdown
 
 
@@ -131,13 +135,13 @@ def test_each_targets_specialised_dim_names_its_line_in_another_module(docs: dic
 
 def test_the_model_line_shows_the_target(docs: dict[str, Doc]) -> None:
     doc = docs["submodules"]
-    h = doc.hover(42, "model")
+    h = doc.hover(45, "model")
     assert doc.covered(h) == "model = Net()"
-    assert h.markdown == doc.hover(30, "Net").markdown and "# inputs" in h.markdown
-    assert "float32[batch, 16] cpu  line 37" in h.markdown and "batch ∈ [2, 64]" in h.markdown
+    assert h.markdown == doc.hover(33, "Net").markdown and "# inputs" in h.markdown
+    assert "float32[batch, 16] cpu  line 40" in h.markdown and "batch ∈ [2, 64]" in h.markdown
     failed = docs["specialised"].hover(17, "model")
     assert failed.markdown.startswith("**Reshaper** · export error") and "constraint-violation" in failed.markdown
-    assert docs["submodules"].at(43, "example_args") is None
+    assert docs["submodules"].at(46, "example_args") is None
 
 
 def test_a_model_module_shows_its_classes_where_they_are(docs: dict[str, Doc]) -> None:
@@ -176,6 +180,6 @@ def test_a_damaged_program_leaves_the_sources_answer_and_the_other_hovers(docs: 
     damaged = replace(doc.result, targets=tuple(replace(t, program=b"\x93not a program") for t in doc.result.targets))
     again = Doc(FIXTURES / "submodules.py", damaged)
     # Both classes define parameters on their own lines: the source still places them.
-    assert again.hover(20, "Block").markdown.startswith("**class Block** · submodule of `Net` at `block`, `extra`")
-    assert again.hover(10, "Attn").markdown == doc.hover(10, "Attn").markdown
-    assert again.hover(37, "x").markdown == doc.hover(37, "x").markdown
+    assert again.hover(23, "Block").markdown.startswith("**class Block** · submodule of `Net` at `block`, `extra`")
+    assert again.hover(13, "Attn").markdown == doc.hover(13, "Attn").markdown
+    assert again.hover(40, "x").markdown == doc.hover(40, "x").markdown
