@@ -88,7 +88,7 @@ export function graphCommandArgs(query: GraphQuery): [Record<string, unknown>] {
 
 /**
  * A query from a command's arguments: the lens's `[{uri, target}]`, the positional
- * `[uri, target]`, a URI string, or nothing (then `fallback`, the active file).
+ * `[uri, target]`, a URI string or Uri (a menu), or nothing (then `fallback`, the active file).
  * `undefined` when there is no file to show.
  */
 export function queryFromArgs(args: readonly unknown[], fallback: string | undefined): GraphQuery | undefined {
@@ -101,7 +101,7 @@ export function queryFromArgs(args: readonly unknown[], fallback: string | undef
             line: isInt(o.line) ? o.line : null,
         };
     }
-    const uri = typeof first === 'string' ? first : fallback;
+    const uri = uriArgument(first) ?? fallback;
     if (uri === undefined) {
         return undefined;
     }

@@ -69,6 +69,9 @@ test('the code lens argument {uri, target} and positional [uri, target] give the
 test('no arguments: the active file if any, else nothing to show', () => {
     assert.deepEqual(queryFromArgs([], 'file:///w/a.py'), { uri: 'file:///w/a.py', target: null, line: null });
     assert.equal(queryFromArgs([], undefined), undefined);
+    // A menu passes the file's Uri: that file, not the active one.
+    const fromMenu = { scheme: 'file', toString: () => 'file:///w/b.py' };
+    assert.deepEqual(queryFromArgs([fromMenu], 'file:///w/a.py'), { uri: 'file:///w/b.py', target: null, line: null });
 });
 
 test('the command arguments name only what is set', () => {
