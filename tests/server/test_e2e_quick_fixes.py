@@ -130,7 +130,9 @@ def gpt2():
 async def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Session]:
     workspace = tmp_path_factory.mktemp(f"fixes-{request.param}")
     options = {"cache_dir": str(workspace / ".cache"), "debounce_ms": 60_000}
-    async with running_server(request.param, workspace, options) as (client, _):
+    async with running_server(request.param, workspace, options) as (client, result):
+        provider = result.capabilities.code_action_provider
+        assert isinstance(provider, types.CodeActionOptions) and list(provider.code_action_kinds or []) == [types.CodeActionKind.QuickFix]
         yield client, workspace
 
 
