@@ -15,11 +15,13 @@ of it and returns the dump.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from exportlens.core.isolation import hotpages
 from exportlens.core.isolation.jobprocess import child_main, die_with, standby_main
 from exportlens.core.isolation.messages import Export, ExportRequest, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
@@ -27,6 +29,11 @@ from exportlens.core.isolation.procs import kill_group, signal_group
 from exportlens.core.isolation.trace import mark
 
 STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
+# Off with EXPORTLENS_HOT_PAGES=0: standbys then always warm up with a tiny export.
+HOT_PAGES = os.environ.get("EXPORTLENS_HOT_PAGES", "1") != "0"
+# How long a request waits for a standby still writing its hot pages (~25 ms on an
+# idle machine) before it takes a fresh fork instead (a fork plus ~30 ms of faults).
+POPULATE_WAIT_S = 0.05
 DUMP_READ_MAX = 1 << 20  # bytes of a stack dump read back: enough for every thread
 
 
@@ -61,6 +68,10 @@ class Forker:
         # down a process's memory, milliseconds a request need not wait for.
         # ``kill_strays`` after the job reaps them.
         self.dying: set[int] = set()
+        # The pages an export writes (``hotpages``): recorded by a standby into
+        # ``record_fd``, read back here once; None until then, [] when unknown.
+        self.hot: hotpages.Runs | None = None
+        self.record_fd = -1
 
     def fork_job(self, request: ExportRequest) -> Job:
         mark(f"zygote: fresh fork for request {request.id}")
@@ -70,13 +81,17 @@ class Forker:
         """Fork the next job process now, while nothing is waiting (see ``standby_main``)."""
         if self.standby is not None or not STANDBY:
             return
+        self._read_hot()
+        if self.hot is None and self.record_fd < 0 and HOT_PAGES:
+            self.record_fd = os.memfd_create("exportlens-hot-pages")
         request_r, request_w = os.pipe()
+        hot, record_fd = self.hot, self.record_fd
 
         def child(events_w: int, output_w: int, dump_fd: int) -> None:
             os.close(request_w)
-            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads)
+            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, hot, record_fd)
 
-        job = self._fork(child)
+        job = self._fork(child, keep=record_fd)
         os.close(request_r)
         self.standby = Standby(job, request_w)
         mark(f"zygote: standby {job.pid} forked")
@@ -88,7 +103,10 @@ class Forker:
             return None
         try:
             done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
-            if not done and _ready(standby.job.events_r):
+            # Warming by writing the hot pages takes a few tens of ms: finishing that
+            # is cheaper than a fresh fork, which pays them as faults in the export.
+            wait_s = POPULATE_WAIT_S if self.hot else 0.0
+            if not done and _ready(standby.job.events_r, wait_s):
                 write_frame(standby.request_w, Export(request))
                 os.close(standby.request_w)
                 mark(f"zygote: standby {standby.job.pid} takes request {request.id}")
@@ -98,6 +116,19 @@ class Forker:
         mark(f"zygote: standby {standby.job.pid} not warm, killed for request {request.id}")
         self._kill_standby(standby, reap=False)
         return None
+
+    def _read_hot(self) -> None:
+        """Take the pages a standby recorded, once it has (see ``hotpages``)."""
+        if self.hot is not None or self.record_fd < 0:
+            return
+        size = os.fstat(self.record_fd).st_size
+        if not size:
+            return
+        data = os.pread(self.record_fd, min(size, hotpages.MAX_PAGES * 16), 0)
+        self.hot = hotpages.from_bytes(data, hotpages.writable_mappings())
+        os.close(self.record_fd)
+        self.record_fd = -1
+        mark(f"zygote: {sum(size for _, size in self.hot) // hotpages.PAGE} hot pages in {len(self.hot)} runs")
 
     def kept_pids(self) -> tuple[int, ...]:
         """The job processes forked and not yet handed a request (the standby)."""
@@ -120,8 +151,9 @@ class Forker:
             except OSError:
                 pass
 
-    def _fork(self, child: Callable[[int, int, int], None]) -> Job:
-        """Fork a job process running ``child(events_w, output_w, dump_fd)``."""
+    def _fork(self, child: Callable[[int, int, int], None], keep: int = -1) -> Job:
+        """Fork a job process running ``child(events_w, output_w, dump_fd)``; of
+        the worker's own fds, only ``keep`` stays open in it."""
         events_r, events_w = os.pipe()
         output_r, output_w = os.pipe()
         dump_fd = os.memfd_create("exportlens-stack")
@@ -134,8 +166,9 @@ class Forker:
             # The worker's SIGTERM handler and signal wake-up pipe are not the job's.
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            keep = self.standby.request_w if self.standby else -1
-            for fd in (events_r, output_r, keep, *self.private_fds):
+            standby_w = self.standby.request_w if self.standby else -1
+            record_fd = self.record_fd if self.record_fd != keep else -1
+            for fd in (events_r, output_r, standby_w, record_fd, *self.private_fds):
                 if fd >= 0:
                     os.close(fd)
             child(events_w, output_w, dump_fd)
@@ -163,8 +196,11 @@ def end_job(job: Job, tail: Tail) -> str:
     return dump
 
 
-def _ready(events_r: int) -> bool:
-    """Whether the standby said it is warm (its first and only frame before a request)."""
+def _ready(events_r: int, wait_s: float = 0.0) -> bool:
+    """Whether the standby said it is warm (its first and only frame before a
+    request), waiting up to ``wait_s`` for it to."""
+    if wait_s > 0:
+        select.select([events_r], [], [], wait_s)
     try:
         data = os.read(events_r, 4096)
     except BlockingIOError:

@@ -129,8 +129,10 @@ class Zygote:
         while not self.exiting:
             if not self.queue:
                 self.forks.spawn_standby()
+                self.finish_ending()  # after the fork: the standby warms meanwhile
                 self.wait_for_input()
                 continue
+            self.finish_ending()
             request = self.queue.popleft()
             self.current_id, self.cancel_current = request.id, False
             result = run_request(request, self.run_child)
@@ -141,7 +143,6 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
-            self.finish_ending()
 
     def wait_for_input(self) -> None:
         """Block until the pool writes, then read; or until a signal (SIGTERM) came."""

@@ -1,0 +1,146 @@
+"""The pages an export writes, recorded once and written in one go by later standbys
+(``core/isolation/hotpages.py``): the recording finds exactly the pages a fork copied,
+populating makes a fork's own copies before it writes, a garbled list is refused,
+and through a real worker the next standby warms by hot pages and runs the request."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from exportlens.core.isolation import hotpages, trace
+from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.isolation.pool import WorkerPool
+
+PAGES = 64
+
+
+def _in_child(work) -> bytes:  # type: ignore[no-untyped-def]
+    """Run ``work()`` in a fork of this process; the bytes it returns."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            os.write(w, work())
+        except BaseException:  # noqa: BLE001 - reported as the exit code
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return data
+
+
+def _buffer() -> tuple[bytearray, int]:
+    """A buffer and the first page boundary in it, followed by PAGES whole pages,
+    each written (present) in this process."""
+    raw = bytearray(hotpages.PAGE * (PAGES + 1))
+    for i in range(0, len(raw), hotpages.PAGE):
+        raw[i] = 1
+    address = _address(raw)
+    return raw, address + (-address % hotpages.PAGE)
+
+
+def _address(raw: bytearray) -> int:
+    return ctypes.addressof((ctypes.c_char * len(raw)).from_buffer(raw))
+
+
+def test_the_recording_is_the_pages_a_fork_copied() -> None:
+    raw, start = _buffer()
+    offset = start - _address(raw)
+    written = [3, 4, 5, 40]
+
+    def work() -> bytes:
+        mappings = hotpages.writable_mappings()
+        before = hotpages.snapshot(mappings)
+        assert before is not None
+        for page in written:
+            raw[offset + page * hotpages.PAGE] = 2
+        after = hotpages.snapshot(mappings)
+        assert after is not None
+        return hotpages.to_bytes(hotpages.written(mappings, before, after))
+
+    runs = hotpages.from_bytes(_in_child(work), hotpages.writable_mappings())
+    ours = [(a, n) for a, n in runs if start <= a < start + PAGES * hotpages.PAGE]
+    assert ours == [(start + 3 * hotpages.PAGE, 3 * hotpages.PAGE), (start + 40 * hotpages.PAGE, hotpages.PAGE)]
+
+
+def test_populating_copies_the_pages_before_any_write() -> None:
+    raw, start = _buffer()
+    run = [(start + 8 * hotpages.PAGE, 4 * hotpages.PAGE)]
+
+    def work() -> bytes:
+        mapping = [(start, PAGES * hotpages.PAGE)]
+        before = hotpages.snapshot(mapping)
+        assert hotpages.populate(run)
+        after = hotpages.snapshot(mapping)
+        assert before is not None and after is not None
+        return hotpages.to_bytes(hotpages.written(mapping, before, after))
+
+    assert hotpages.from_bytes(_in_child(work), hotpages.writable_mappings()) == run
+    assert raw.count(2) == 0  # populating changed no byte
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x01" * 15,  # not whole (address, size) pairs
+        hotpages.to_bytes([(hotpages.PAGE, hotpages.PAGE)]),  # page 1: not a mapping of ours
+        hotpages.to_bytes([(0, 0)]),
+    ],
+)
+def test_a_list_that_is_not_a_recording_is_refused(data: bytes) -> None:
+    assert hotpages.from_bytes(data, hotpages.writable_mappings()) == []
+
+
+MODEL = '''
+import torch
+
+
+class Add(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+model = Add()
+example_args = (torch.randn(2),)
+'''
+
+
+def _warm_standbys(path: Path) -> list[str]:
+    return [what for _, _, what in trace.read(str(path)) if what.startswith("standby: warm,")] if path.exists() else []
+
+
+def _until(predicate, what: str, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "trace"
+    monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
+    model = tmp_path / "model.py"
+    model.write_text(MODEL)
+    with WorkerPool(1) as pool:
+        pool.wait_ready()
+        for i in range(2):
+            # Each request once its standby is warm (the first records the pages).
+            _until(lambda n=i: len(_warm_standbys(log)) > n, f"standby {i} warm")
+            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            assert [t.status for t in result.targets] == ["ok"]
+    warmed = _warm_standbys(log)
+    assert warmed[0] == "standby: warm, by a tiny export"
+    assert warmed[1] == "standby: warm, by hot pages"
+    steps = [what for _, _, what in trace.read(str(log))]
+    assert any(what.startswith("zygote: standby") and what.endswith("takes request 1") for what in steps)
