@@ -111,6 +111,25 @@ model = T()
 example_args = (torch.randn(2, 3), torch.randn(3))
 '''
 
+PARAMETER = '''\
+import torch
+from torch import nn
+
+
+class P(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        self.w.add_(1)
+        return x * self.w
+
+
+model = P()
+example_args = (torch.randn(3),)
+'''
+
 HF = '''\
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -254,6 +273,20 @@ async def test_an_input_metadata_mutation_fix_uses_the_out_of_place_op(session: 
     assert [x.range.start.line for x in after] == [second.range.start.line]  # only the other one is left
     _, after = await fix_and_export(doc, after[0], "`x = x.transpose(0, 1)`")
     assert after == []
+
+
+async def test_a_parameter_mutation_fix_runs_it_under_no_grad(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "parameter.py"
+    path.write_text(PARAMETER)
+    doc = Doc(client, path)
+    doc.open()
+    [d] = await client.diagnostics_for(doc.uri, 1)
+    assert d.code == "banned-mutation/parameter"
+    action, after = await fix_and_export(doc, d, "under `torch.no_grad()`")
+    assert not action.is_preferred and "        with torch.no_grad():\n            self.w.add_(1)\n" in doc.text
+    # What the statement asked for, now exported: a parameter mutation (a warning), no error.
+    assert [str(x.code) for x in after] == ["mutation/parameter"] and not errors(after)
 
 
 async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session) -> None:

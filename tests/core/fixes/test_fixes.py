@@ -269,3 +269,47 @@ def test_no_fix_for_a_buffer_that_does_not_parse() -> None:
     broken = METADATA + "\ndef (:\n"
     d = _diag(broken, "banned-mutation/input-metadata", "x.transpose_(0, 1)", METADATA_MESSAGE)
     assert _fixed(broken, d) == []
+
+
+# ---------------------------------------------------------------- parameter mutation
+
+PARAMETER = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class P(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            self.w.add_(1)
+            return x * self.w
+    """
+)
+PARAMETER_MESSAGE = "`add_` on parameter `w`: in-place mutation of a parameter that requires grad is banned in export: ..."
+
+
+def test_a_parameter_mutation_runs_under_no_grad() -> None:
+    d = _diag(PARAMETER, "banned-mutation/parameter", "self.w.add_(1)", PARAMETER_MESSAGE)
+    [(title, preferred, text)] = _fixed(PARAMETER, d)
+    assert text == PARAMETER.replace("        self.w.add_(1)\n", "        with torch.no_grad():\n            self.w.add_(1)\n")
+    assert "`torch.no_grad()`" in title and not preferred
+    multi = PARAMETER.replace("self.w.add_(1)", "self.w.add_(\n            1\n        )")
+    d = Diagnostic("banned-mutation/parameter", PARAMETER_MESSAGE, d.line, d.column, d.line + 2, 10)
+    [(_, _, text)] = _fixed(multi, d)
+    assert "        with torch.no_grad():\n            self.w.add_(\n            1\n        )\n" in text
+
+
+def test_no_no_grad_fix_where_it_would_not_be_the_statement_alone() -> None:
+    cases = {
+        "two statements on the line": (PARAMETER.replace("self.w.add_(1)", "self.w.add_(1); x = x + 1"), "self.w.add_(1)"),
+        "already under no_grad": (PARAMETER.replace("        self.w.add_(1)\n", "        with torch.no_grad():\n            self.w.add_(1)\n"), "self.w.add_(1)"),
+        "torch imported under another name": (PARAMETER.replace("import torch\n", "import torch as th\n"), "self.w.add_(1)"),
+        "its value is used": (PARAMETER.replace("self.w.add_(1)", "y = self.w.add_(1)"), "y = self.w.add_(1)"),
+    }
+    for why, (source, statement) in cases.items():
+        d = _diag(source, "banned-mutation/parameter", statement, PARAMETER_MESSAGE)
+        assert _fixed(source, d) == [], why
