@@ -55,9 +55,5 @@ return {
     ['workspace/codeLens/refresh'] = function(...)
       return require('exportlens.features').on_codelens_refresh(...)
     end,
-    -- Redraws the new hints (see lua/exportlens/features.lua).
-    ['workspace/inlayHint/refresh'] = function(...)
-      return require('exportlens.features').on_inlay_hint_refresh(...)
-    end,
   },
 }
