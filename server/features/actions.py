@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core.fixes import Fix, fixes_for
-from exportlens.server.features.diagnostics import to_lsp
+from exportlens.server.features.diagnostics import lsp_range
 from exportlens.server.positions import byte_column_to_units, split_lines
 
 if TYPE_CHECKING:
@@ -93,8 +93,10 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
         if found.path is not None and os.path.realpath(found.path) != os.path.realpath(state.path):
             continue  # shown here at the target's line; its code, and its fix, are in a module
         d = replace(found, path=None)
-        lsp = to_lsp(d, state.result_lines, state.path, encoding)
-        published = next((p for p in state.published if _same(p, lsp)), None)
+        # The published diagnostic it became (its range, code and message; not its
+        # related locations, which would read other files on the event loop).
+        where = lsp_range(state.result_lines, d.line, d.column, d.end_line, d.end_column, encoding)
+        published = next((p for p in state.published if p.range == where and str(p.code) == d.code and p.message == d.message), None)
         if published is None:
             continue  # not published (a disabled code): nothing to fix in the editor
         if asked and not any(_same(a, published) for a in asked):
