@@ -254,6 +254,8 @@ def test_user_commands(project: Path, expected: Path, tmp_path: Path) -> None:
     assert_passed(
         session,
         ":ExportlensReexport without a client says so",
+        ":ExportlensGraph without a client says so",
+        ":ExportlensNodes without a client says so",
         ":ExportlensShowGraph opens",
         "the graph buffer is a read-only python scratch buffer",
         ":ExportlensShowGraph completes the target names",
@@ -297,6 +299,8 @@ def test_hints_lenses_and_the_graph_view(features_project: Path, expected: Path,
         ":ExportlensNodes lists the line's one node",
         ":ExportlensNodes' row jumps back",
         ":ExportlensNodes on `import torch`",
+        ":ExportlensGraph Nope reports the unknown target as an error",
+        "q closes the view",
         "after `nn.Linear(8, 32)` the drawn hint",
         "the drawn status lens says the export failed",
     )

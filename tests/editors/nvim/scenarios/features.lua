@@ -225,6 +225,20 @@ return function(T)
   T.check(':ExportlensNodes on `import torch` says the line produced no nodes', none ~= nil
     and lsp.buffer_named(view.buffer_name(vim.api.nvim_buf_get_name(layers), ':' .. (lsp.line_of(layers, 'import torch') + 1))) == nil, T.events.notifications)
 
+  -- An unknown target is the server's error, said as one; `q` closes a view.
+  from = #T.events.notifications
+  vim.cmd('ExportlensGraph Nope')
+  local unknown = T.wait(lsp.REQUEST_MS, function()
+    return notification(T, from, 'exportlens.graph failed')
+  end)
+  T.check(':ExportlensGraph Nope reports the unknown target as an error', unknown ~= nil and unknown.level == vim.log.levels.ERROR
+    and unknown.message:find('Nope', 1, true) ~= nil, T.events.notifications)
+  local nodes_win = vim.fn.bufwinid(nodes)
+  T.need('the nodes view is still shown', nodes_win ~= -1)
+  vim.api.nvim_set_current_win(nodes_win)
+  press('q')
+  T.check('q closes the view', not vim.api.nvim_win_is_valid(nodes_win))
+
   -- An edit, saved (a model module is exported again when it is saved): the hints
   -- and the status lens follow the new export. Neovim draws hints only on the lines
   -- a window shows: one window, on the forward.
