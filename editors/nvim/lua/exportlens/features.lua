@@ -39,12 +39,30 @@ function M.hints_wanted(client)
   return value ~= false
 end
 
+--- Whether this Neovim manages code lenses itself once enabled (the 0.12 release:
+--- `vim.lsp.codelens.enable()`, which deprecates `refresh()`); 0.11 and the 0.12
+--- development builds only fetch them when asked.
+---@return boolean
+local function lenses_self_managed()
+  return type(vim.lsp.codelens.enable) == 'function'
+end
+
+--- Fetch (or turn on) the code lenses of `bufnr`.
+---@param bufnr integer
+function M.fetch_lenses(bufnr)
+  if lenses_self_managed() then
+    vim.lsp.codelens.enable(true, { bufnr = bufnr })
+  else
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+end
+
 --- Ask for the code lenses of every buffer `client` is attached to.
 ---@param client vim.lsp.Client
 function M.refresh_lenses(client)
   for bufnr in pairs(client.attached_buffers or {}) do
     if vim.api.nvim_buf_is_loaded(bufnr) then
-      vim.lsp.codelens.refresh({ bufnr = bufnr })
+      M.fetch_lenses(bufnr)
     end
   end
 end
@@ -52,7 +70,11 @@ end
 --- Handler of the server's `workspace/codeLens/refresh` request.
 ---@param ctx lsp.HandlerContext
 ---@return vim.NIL
-function M.on_codelens_refresh(_, _, ctx)
+function M.on_codelens_refresh(err, result, ctx)
+  local builtin = vim.lsp.handlers['workspace/codeLens/refresh']
+  if lenses_self_managed() and builtin then
+    return builtin(err, result, ctx) -- a Neovim that handles the request itself
+  end
   local client = vim.lsp.get_client_by_id(ctx.client_id)
   if client then
     -- Not from inside the request handler: the lens requests go out after the reply.
@@ -71,7 +93,7 @@ function M.on_attach(client, bufnr)
     vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
   end
   if client:supports_method('textDocument/codeLens', bufnr) then
-    vim.lsp.codelens.refresh({ bufnr = bufnr })
+    M.fetch_lenses(bufnr)
   end
 end
 
@@ -89,7 +111,7 @@ function M.lens_reexport(command, ctx)
     exportlens.notify('exported again: ' .. exportlens.describe_status(type(status) == 'table' and status or {}))
   end)
   -- Running a lens blanks its line until the next fetch: fetch now.
-  vim.lsp.codelens.refresh({ bufnr = ctx.bufnr })
+  M.fetch_lenses(ctx.bufnr)
 end
 
 --- Client-side `exportlens.graph` (a lens's "Show graph"): the graph view with
@@ -105,7 +127,7 @@ function M.lens_graph(command, ctx)
   local first = arguments[1]
   local target = type(first) == 'table' and first.target or arguments[2]
   require('exportlens').graph_view(client, ctx.bufnr, arguments, type(target) == 'string' and target or nil)
-  vim.lsp.codelens.refresh({ bufnr = ctx.bufnr })
+  M.fetch_lenses(ctx.bufnr)
 end
 
 --- The lens commands Neovim runs in the client (`vim.lsp.commands`).
