@@ -143,8 +143,10 @@ def _anchors(source: str, lines: list[str]) -> Callable[[int], tuple[int, int]]:
         try:
             for node in ast.walk(tree):
                 if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and node.end_lineno is not None and node.end_col_offset is not None:
+                    end = (node.end_lineno, node.end_col_offset)
                     for line in range(node.lineno, node.end_lineno + 1):
-                        ends.setdefault(line, (node.end_lineno, node.end_col_offset))
+                        # ``a = f(x); b = g(a)``: after the last statement, not inside the line
+                        ends[line] = max(ends.get(line, end), end)
         except RecursionError:
             pass
     code_ends = _code_ends(source, lines)

@@ -81,3 +81,36 @@ def test_hints_of_another_file_are_not_here(built: tuple[Path, FileResult], tmp_
     other = tmp_path / "split.py"  # same name, another folder
     assert len(HintIndex.build(str(other), SOURCE, result)) == 0
     assert len(HintIndex.build(str(path), SOURCE, result)) > 0
+
+
+SEMICOLONS = '''\
+import torch
+from torch import nn
+
+import exportlens
+
+
+class Two(nn.Module):
+    def forward(self, x):
+        a = x * 2; b = a.sum(-1, keepdim=True)  # two statements on one line
+        return a + b
+
+
+@exportlens.target()
+def two():
+    return Two(), (torch.randn(3, 4),)
+'''
+
+
+def test_a_line_of_two_statements_shows_its_hint_after_the_last(tmp_path: Path) -> None:
+    from exportlens.core.pipeline import Overrides, Pipeline
+
+    path = tmp_path / "two.py"
+    path.write_text(SEMICOLONS)
+    [result] = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(path)], jobs=1).results
+    assert [t.status for t in result.targets] == ["ok"], result.diagnostics
+    line = SEMICOLONS.split("\n").index("        a = x * 2; b = a.sum(-1, keepdim=True)  # two statements on one line")
+    [hint] = [h for h in HintIndex.build(str(path), SEMICOLONS, result).between(line, line)]
+    # The last value the line assigns (b), after the line's code, not between the statements.
+    assert hint.label == "float32[3, 1]"
+    assert hint.byte_column == len("        a = x * 2; b = a.sum(-1, keepdim=True)")
