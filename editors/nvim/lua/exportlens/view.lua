@@ -99,12 +99,14 @@ function M.jump()
   return vim.lsp.util.show_document({ uri = link.uri, range = link.range }, state.encoding, { focus = true })
 end
 
---- The view buffer's name: one per source file and target (or line), reused.
+--- The view buffer's name: one per source file and target (or line), reused. The
+--- file as relative to the current directory as it gets, so that two `model.py` of
+--- a project have views of their own.
 ---@param source string the source buffer's file name
 ---@param what string? a target name, or `:LINE` for a line's nodes
 ---@return string
 function M.buffer_name(source, what)
-  local name = 'exportlens://nodes/' .. vim.fn.fnamemodify(source, ':t')
+  local name = 'exportlens://nodes/' .. vim.fn.fnamemodify(source, ':~:.')
   if what ~= nil and what ~= '' then
     name = name .. (vim.startswith(what, ':') and what or ('#' .. what))
   end
