@@ -11,7 +11,8 @@ exactly as before. Non-persistent, so ``state_dict`` (and the checkpoints people
 load) does not gain a key. What export cannot do: change the buffer's shape (an
 update of another shape fails to export): the fix is preferred when the shapes are
 known to fit (a literal constructor in ``__init__``, the recorded value at the
-assignment), left out when they are known not to, and otherwise offered with a title
+assignment, in every target that runs it), left out when they are known not to
+(in any of them), and otherwise offered with a title
 that says a matching shape is needed.
 
 Offered only when the edit is certain to run as written: the class is in this file,
@@ -112,10 +113,18 @@ def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
         return []
     value = segment(source.split("\n"), assign.value)
     new = f"{me}.register_buffer({attr!r}, {value}, persistent=False)"
-    into, assigned = literal_shape(assign.value), assigned_shapes(result, diagnostic.target, _value_line(stmt, method))
+    # The edit changes the class for every target that runs this assignment (each
+    # reports it here), so the shapes must fit in each of them, not only in this one.
+    into, line = literal_shape(assign.value), _value_line(stmt, method)
+    running = dict.fromkeys(
+        [diagnostic.target]
+        + [d.target for d in result.diagnostics if d.code == diagnostic.code and (d.line, d.column) == (diagnostic.line, diagnostic.column)]
+    )
+    shapes = [assigned_shapes(result, target, line) for target in running]
+    assigned = None if any(s is None for s in shapes) else [v for s in shapes if s is not None for v in s]
+    if into is not None and any(s is not None and not all(broadcasts(v, into) for v in s) for s in shapes):
+        return []  # export would copy a value of another shape into the buffer: an export error
     if into is not None and assigned is not None:
-        if not all(broadcasts(v, into) for v in assigned):
-            return []  # export would copy a value of another shape into the buffer: an export error
         shape = ", ".join(map(str, into))
         title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (shape [{shape}]; export copies each update into it)"
         return [Fix(title, diagnostic, (replace_node(assign, new),), preferred=True)]

@@ -64,3 +64,52 @@ def test_literal_shapes_and_broadcasting() -> None:
     assert shape("torch.zeros(n, 4)") is None and shape("torch.zeros(*size)") is None and shape("torch.tensor([1, 2])") is None
     assert broadcasts((4,), (2, 4)) and broadcasts((1, 4), (2, 4)) and broadcasts((2, 4), (2, 4))
     assert not broadcasts((3, 4), (2, 4)) and not broadcasts((2, 2, 4), (2, 4))
+
+
+TWO_TARGETS = '''\
+import torch
+from torch import nn
+
+import exportlens
+
+
+class Keep(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = torch.zeros(4)
+
+    def forward(self, x):
+        self.last = x.sum(0)
+        return x + self.last
+
+
+@exportlens.target()
+def narrow():
+    return Keep(), (torch.randn(3, 4),)
+
+
+@exportlens.target()
+def wide():
+    return Keep(), (torch.randn(3, 8),)
+'''
+
+
+def test_the_buffer_fix_must_fit_every_target_that_runs_the_assignment(tmp_path: Path) -> None:
+    from exportlens.core.pipeline import Overrides, Pipeline
+
+    path = tmp_path / "two.py"
+    path.write_text(TWO_TARGETS)
+    [result] = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(path)], jobs=1).results
+    found = {d.target: d for d in result.diagnostics if d.code == "banned-mutation/tensor-attribute"}
+    assert set(found) == {"narrow", "wide"}, result.diagnostics
+    # narrow's value fits the [4] buffer, wide's [8] does not: registering the buffer
+    # would make wide fail to export, so neither diagnostic gets the fix.
+    assert fixes_for(TWO_TARGETS, found["narrow"], result) == []
+    assert fixes_for(TWO_TARGETS, found["wide"], result) == []
+    # Both targets of one shape: the fix fits both, and is preferred.
+    same = TWO_TARGETS.replace("torch.randn(3, 8)", "torch.randn(5, 4)")
+    path.write_text(same)
+    [result] = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(path)], jobs=1).results
+    for d in result.diagnostics:
+        [fix] = fixes_for(same, d, result)
+        assert fix.preferred and "shape [4]" in fix.title
