@@ -96,7 +96,10 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
         # The published diagnostic it became (its range, code and message; not its
         # related locations, which would read other files on the event loop).
         where = lsp_range(state.result_lines, d.line, d.column, d.end_line, d.end_column, encoding)
-        published = next((p for p in state.published if p.range == where and str(p.code) == d.code and p.message == d.message), None)
+        # Two targets running the same line publish the same range, code and message:
+        # their ``data`` says which target each is.
+        same = [p for p in state.published if p.range == where and str(p.code) == d.code and p.message == d.message]
+        published = next((p for p in same if isinstance(p.data, dict) and p.data.get("target") == d.target), same[0] if same else None)
         if published is None:
             continue  # not published (a disabled code): nothing to fix in the editor
         if asked and not any(_same(a, published) for a in asked):
@@ -108,7 +111,16 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
         except Exception:  # noqa: BLE001 - a fix that cannot be computed is not offered, the others are
             log.exception("computing fixes for %r failed", d)
             continue
-        actions += [_action(server, state, f, published, encoding) for f in fixes]
+        for f in fixes:
+            # One edit fixing the diagnostics of several targets (a class both run) is
+            # one action listing them all, not the same entry once per target.
+            new = _action(server, state, f, published, encoding)
+            twin = next((a for a in actions if a.title == new.title and a.edit == new.edit), None)
+            if twin is None:
+                actions.append(new)
+            elif published not in (twin.diagnostics or []):
+                twin.diagnostics = [*(twin.diagnostics or []), published]
+                twin.is_preferred = twin.is_preferred and new.is_preferred
     return actions
 
 

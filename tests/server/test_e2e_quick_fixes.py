@@ -396,3 +396,50 @@ async def test_a_model_module_gets_its_fix_and_the_declaring_file_none(session: 
 
     after = await client.until(republished, "the module's view after the fix")
     assert "tensor-attribute" not in str([x.code for x in after]) and not errors(after)
+
+
+TWO_TARGETS = '''\
+import torch
+from torch import nn
+
+import exportlens
+
+
+class Keep(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = torch.zeros(4)
+
+    def forward(self, x):
+        self.last = x.sum(0)
+        return x + self.last
+
+
+@exportlens.target()
+def small():
+    return Keep(), (torch.randn(3, 4),)
+
+
+@exportlens.target()
+def large():
+    return Keep(), (torch.randn(5, 4),)
+'''
+
+
+async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "two_targets.py"
+    path.write_text(TWO_TARGETS)
+    doc = Doc(client, path)
+    doc.open()
+    found = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    assert sorted(x.data["target"] for x in found) == ["large", "small"]  # type: ignore[index]
+    params = types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.QuickFix]))
+    actions = [a for a in await client.text_document_code_action_async(params) or [] if isinstance(a, types.CodeAction)]
+    # One edit, fixing both targets' diagnostics: one entry in the menu, not one per target.
+    [action] = actions
+    assert action.is_preferred and sorted(x.data["target"] for x in action.diagnostics or []) == ["large", "small"]  # type: ignore[index]
+    version = apply(doc, action)
+    doc.save()
+    after = await client.diagnostics_for(doc.uri, version)
+    assert "tensor-attribute" not in str([x.code for x in after]) and not errors(after)
