@@ -9,7 +9,8 @@ module, the signature's line for inputs and outputs. Each ``file.py:LINE`` is a 
 the editor jumps through.
 
 With ``line`` (0-based, a line of the document) the view lists only the nodes that
-line produced, of every target or of the one named: "what did this line become".
+line produced, of every target or of the one named: "what did this line become";
+while that line's text is what the result was made from (else it says so).
 
 Arguments: ``[{"uri": ..., "target"?: ..., "line"?: ...}]`` or ``[uri, target]``.
 Returns ``{"title", "text", "links": [{"line", "start", "end", "uri", "range"}]}``:
@@ -35,7 +36,7 @@ from exportlens.core.serde.reader import NodeModel
 
 # A runtime import: pygls reads command handlers' type hints.
 from exportlens.server.host import Host
-from exportlens.server.positions import UTF16, units
+from exportlens.server.positions import UTF16, split_lines, units
 
 GRAPH = "exportlens.graph"
 
@@ -169,5 +170,13 @@ def register(server: Host) -> None:
         state = ls.documents.get(uri)
         if state is None or state.result is None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")
+        if line is not None:
+            current = split_lines(ls.workspace.get_text_document(uri).source)
+            lines = state.result_lines
+            if line >= len(current) or line >= len(lines) or current[line] != lines[line]:
+                # The result is for other text: its nodes at this number belong to another line.
+                here = os.path.basename(state.path)
+                text = f"# line {line + 1} of {here} changed since the last export: save to export it again\n"
+                return {"title": f"{here}:{line + 1}: nodes", "text": text, "links": []}
         # Reading the programs takes a moment on a large model: off the event loop.
         return await asyncio.get_running_loop().run_in_executor(ls.io, graph_view, state.path, state.result, target, line)

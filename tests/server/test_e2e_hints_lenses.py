@@ -144,6 +144,11 @@ async def test_hints_lenses_and_graph_in_the_model_module(tmp_path: Path) -> Non
         # A changed line loses its hint (its columns may not hold); the others keep theirs.
         module.replace("z = y * 2 + 1", "z = y * 2 + 1  # edited")
         assert module.line_of("z = y * 2 + 1") not in await hints(client, module)
+        # Nor does the graph say what a line became once the buffer moved the lines:
+        # the result's nodes at that number are another line's.
+        module.replace("        y = self.block(", "        pre = x\n        y = self.block(")
+        nodes = await client.command("exportlens.graph", {"uri": module.uri, "line": module.line_of("z = y * 2 + 1")})  # the old `return` line
+        assert nodes["links"] == [] and "changed since the last export" in nodes["text"], nodes["text"]
 
         # The setting turns hints off.
         refreshes = asked.count(types.WORKSPACE_INLAY_HINT_REFRESH)
