@@ -398,32 +398,8 @@ async def test_a_model_module_gets_its_fix_and_the_declaring_file_none(session: 
     assert "tensor-attribute" not in str([x.code for x in after]) and not errors(after)
 
 
-TWO_TARGETS = '''\
-import torch
-from torch import nn
-
-import exportlens
-
-
-class Keep(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.last = torch.zeros(4)
-
-    def forward(self, x):
-        self.last = x.sum(0)
-        return x + self.last
-
-
-@exportlens.target()
-def small():
-    return Keep(), (torch.randn(3, 4),)
-
-
-@exportlens.target()
-def large():
-    return Keep(), (torch.randn(5, 4),)
-'''
+# Both targets of one shape: the buffer fix fits both.
+TWO_TARGETS = (Path(__file__).parents[1] / "fixtures" / "fixes" / "two_targets.py").read_text().replace("torch.randn(3, 8)", "torch.randn(5, 4)")
 
 
 async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: Session) -> None:
@@ -433,12 +409,12 @@ async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: S
     doc = Doc(client, path)
     doc.open()
     found = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
-    assert sorted(x.data["target"] for x in found) == ["large", "small"]  # type: ignore[index]
+    assert sorted(x.data["target"] for x in found) == ["narrow", "wide"]  # type: ignore[index]
     params = types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.QuickFix]))
     actions = [a for a in await client.text_document_code_action_async(params) or [] if isinstance(a, types.CodeAction)]
     # One edit, fixing both targets' diagnostics: one entry in the menu, not one per target.
     [action] = actions
-    assert action.is_preferred and sorted(x.data["target"] for x in action.diagnostics or []) == ["large", "small"]  # type: ignore[index]
+    assert action.is_preferred and sorted(x.data["target"] for x in action.diagnostics or []) == ["narrow", "wide"]  # type: ignore[index]
     version = apply(doc, action)
     doc.save()
     after = await client.diagnostics_for(doc.uri, version)

@@ -66,32 +66,8 @@ def test_literal_shapes_and_broadcasting() -> None:
     assert not broadcasts((3, 4), (2, 4)) and not broadcasts((2, 2, 4), (2, 4))
 
 
-TWO_TARGETS = '''\
-import torch
-from torch import nn
-
-import exportlens
-
-
-class Keep(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.last = torch.zeros(4)
-
-    def forward(self, x):
-        self.last = x.sum(0)
-        return x + self.last
-
-
-@exportlens.target()
-def narrow():
-    return Keep(), (torch.randn(3, 4),)
-
-
-@exportlens.target()
-def wide():
-    return Keep(), (torch.randn(3, 8),)
-'''
+# Two targets running one class (a quick-fix fixture, also used end to end).
+TWO_TARGETS = (Path(__file__).parents[2] / "fixtures" / "fixes" / "two_targets.py").read_text()
 
 
 def test_the_buffer_fix_must_fit_every_target_that_runs_the_assignment(tmp_path: Path) -> None:
