@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 from lsprotocol import types
 from pygls import uris
 
+from exportlens.core.isolation.trace import mark
 from exportlens.core.project.files import SKIP_DIRS, declares_targets
 
 if TYPE_CHECKING:
@@ -77,11 +78,14 @@ def _declares(path: str) -> bool:
 async def warm_if_models(server: Host, folders: list[str]) -> None:
     """Start the workers when a workspace folder has a model file; log the decision
     either way (the ``Log`` level, shown in the editor's output with tracing on)."""
+    mark("server: looking for a model file")
     found = await asyncio.to_thread(first_model_file, folders)
+    mark("server: looked")
     try:
         await asyncio.wait_for(server.config_ready.wait(), CONFIG_WAIT_S)
     except asyncio.TimeoutError:
         pass
+    mark("server: settings read")
     if found is None:
         server.log_message("exportlens: no model file in the workspace; a worker starts at the first export", types.MessageType.Log)
         return

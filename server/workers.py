@@ -25,6 +25,7 @@ from typing import Callable
 
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pool import PoolEvent, WorkerPool
+from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class ExportBridge:
         self._stop = threading.Event()
         self._set_state(WorkerState.STARTING)
         self.starts += 1
+        mark("server: starting the workers")
         pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread)
         self._pool = pool
         self._thread = threading.Thread(target=self._serve, args=(pool, self._stop), name="exportlens-pool", daemon=True)

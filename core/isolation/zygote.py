@@ -212,6 +212,7 @@ class Zygote:
 def main() -> None:
     # Keep the protocol on private fds: whatever the model (or torch) prints goes to
     # fd 2, the worker's log, never into the frame stream.
+    mark("zygote: started")
     fin, fout = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -219,14 +220,24 @@ def main() -> None:
     os.dup2(2, 1)
     if not become_subreaper():
         print("exportlens worker: cannot become a child subreaper; processes a model starts may outlive it", file=sys.stderr)
+    # Importing torch and the first export make about a million objects, and every
+    # collection of the oldest generation meanwhile walks all of them: with the
+    # collector off until the heap is frozen, the worker is ready ~0.5-0.9 s sooner
+    # (2.8-3.3 s -> 2.3 s on a loaded 2-core machine).
+    gc.disable()
     import torch
 
+    mark("zygote: torch imported")
     num_threads = torch.get_num_threads()
     version = warm_up()
+    mark("zygote: warmed up")
     # Everything alive now is shared with every job process; keep the collector from
     # writing to those objects' headers in the jobs (copy-on-write of torch's heap).
-    gc.collect()
+    # No collection first: it would walk the whole heap (~300 ms) to free ~12k
+    # objects of garbage, which stay frozen instead.
     gc.freeze()
+    gc.enable()
+    mark("zygote: heap frozen")
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
