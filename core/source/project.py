@@ -64,7 +64,8 @@ class Sources:
         found = self._indexes.get(real)
         if found is None:
             try:
-                with open(real, encoding="utf-8", errors="replace") as f:
+                # utf-8-sig: as Python reads source, a BOM is no character of line 1 (ast refuses it)
+                with open(real, encoding="utf-8-sig", errors="replace") as f:
                     text = f.read()
             except OSError:
                 text = ""
