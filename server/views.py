@@ -86,7 +86,9 @@ def _model_files(path: str) -> list[str]:
 
 def _disk_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        # The text as the editor's buffer holds it: no BOM (Python skips it too), line
+        # endings as saved (CRLF stays CRLF, so the view is for the buffer's version).
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
             return f.read()
     except OSError:
         return None

@@ -419,3 +419,23 @@ async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: S
     doc.save()
     after = await client.diagnostics_for(doc.uri, version)
     assert "tensor-attribute" not in str([x.code for x in after]) and not errors(after)
+
+
+async def test_a_model_module_saved_with_a_bom_and_crlf_gets_its_fix(session: Session) -> None:
+    # Windows editors save "UTF-8 with BOM" and CRLF; the editor's buffer holds
+    # neither the BOM nor anything but the text, yet the view was read from the disk.
+    client, workspace = session
+    project = workspace / "bom"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "bom"\nversion = "0"\n')
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "model.py").write_bytes(b"\xef\xbb\xbf" + ATTRIBUTE.replace("\n", "\r\n").encode())
+    (project / "targets.py").write_text("import torch\n\nfrom pkg.model import Cache\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    module = Doc(client, project / "pkg" / "model.py")
+    module.text = ATTRIBUTE.replace("\n", "\r\n")
+    module.open()
+    published = await client.until(lambda: next((p for p in client.publishes(module.uri) if p.diagnostics), None), "the module's view")
+    assert published.version == 1  # the view was made from the text the buffer holds
+    [d] = [x for x in published.diagnostics if x.code == "banned-mutation/tensor-attribute"]
+    [action] = await actions_for(module, d)
+    assert "register `last` as a buffer" in action.title
