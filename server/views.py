@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from exportlens.core.cache.keys import file_state
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.project.files import SKIP_DIRS, root_of, survey
@@ -132,6 +133,9 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     results = [r for r, _ in got if r is not None]
     exported = any(e for _, e in got)
     text = await loop.run_in_executor(server.io, _disk_text, state.path)
+    now = await loop.run_in_executor(server.io, file_state, state.path)
+    if _stale_open_results(server, state.path, now, files):
+        return  # their exports run now, and make this view again (``refresh``) when done
     if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:
         return  # a newer run (or a close) came in
     had = state.result is not None
@@ -154,6 +158,24 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     diagnostics.publish(server, state)
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(build_index(server, state, text, view))
+
+
+def _stale_open_results(server: Host, module: str, now: str | None, files: list[str]) -> bool:
+    """Whether an open declaring file's last result was made from other bytes of
+    ``module`` than those on disk now (the module was just saved): a view made from it
+    would show what the saved module no longer does, e.g. a diagnostic a quick fix
+    removed. Those files are exported again; True when there were any."""
+    real, wanted = os.path.realpath(module), {os.path.realpath(f) for f in files}
+    stale = False
+    for other in list(server.documents.values()):
+        result = other.result
+        if not other.declares or result is None or os.path.realpath(other.path) not in wanted:
+            continue
+        recorded = dict(zip(map(os.path.realpath, result.local_imports), result.local_import_hashes, strict=False))
+        if now is not None and recorded.get(real) not in (None, "", now):
+            server.scheduler.schedule(other.uri, delay=False)
+            stale = True
+    return stale
 
 
 def _current(server: Host, state: DocumentState) -> str:

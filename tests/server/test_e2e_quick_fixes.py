@@ -439,3 +439,33 @@ async def test_a_model_module_saved_with_a_bom_and_crlf_gets_its_fix(session: Se
     [d] = [x for x in published.diagnostics if x.code == "banned-mutation/tensor-attribute"]
     [action] = await actions_for(module, d)
     assert "register `last` as a buffer" in action.title
+
+
+async def test_a_fix_saved_in_a_module_is_not_undone_by_the_open_declaring_files_old_result(session: Session) -> None:
+    # The declaring file stays open: its last result was made from the module before
+    # the fix, and the module's view after the save must not be made from it.
+    client, workspace = session
+    project = workspace / "open_declaring"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "open_declaring"\nversion = "0"\n')
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "model.py").write_text(ATTRIBUTE)
+    (project / "targets.py").write_text("import torch\n\nfrom pkg.model import Cache\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    declaring = Doc(client, project / "targets.py")
+    declaring.open()
+    await client.diagnostics_for(declaring.uri, 1)
+    module = Doc(client, project / "pkg" / "model.py")
+    module.open()
+    [d] = await client.diagnostics_for(module.uri, 1)
+    [action] = await actions_for(module, d)
+    before = len(client.publishes(module.uri))
+    version = apply(module, action)
+    module.save()
+
+    def fixed() -> list[types.PublishDiagnosticsParams] | None:
+        after = [p for p in client.publishes(module.uri)[before:] if p.version == version]
+        return after if any("tensor-attribute" not in str([x.code for x in p.diagnostics]) for p in after) else None
+
+    after = await client.until(fixed, "the module's view after the fix")
+    # Every view of the saved text is the fixed module's: none from the declaring file's old result.
+    assert all("tensor-attribute" not in str([x.code for x in p.diagnostics]) for p in after), [[x.code for x in p.diagnostics] for p in after]
