@@ -64,9 +64,9 @@ class Forker:
         self.num_threads = num_threads
         self.private_fds = private_fds
         self.standby: Standby | None = None
-        # Standbys killed but not reaped yet: reaping waits for the kernel to tear
-        # down a process's memory, milliseconds a request need not wait for.
-        # ``kill_strays`` after the job reaps them.
+        # Standbys and finished jobs killed but not reaped yet: reaping waits for
+        # the kernel to tear down a process's memory, milliseconds a request need
+        # not wait for. ``reap_dead`` or ``kill_strays`` reap them later.
         self.dying: set[int] = set()
         # The pages an export writes (``hotpages``): recorded by a standby into
         # ``record_fd``, read back here once; None until then, [] when unknown.
@@ -77,8 +77,9 @@ class Forker:
         mark(f"zygote: fresh fork for request {request.id}")
         return self._fork(lambda events_w, output_w, dump_fd: child_main(request, events_w, output_w, dump_fd, self.num_threads))
 
-    def spawn_standby(self) -> None:
-        """Fork the next job process now, while nothing is waiting (see ``standby_main``)."""
+    def spawn_standby(self, busy: Job | None = None) -> None:
+        """Fork the next job process now (see ``standby_main``): while nothing is
+        waiting, or beside the ``busy`` job once standbys warm by hot pages."""
         if self.standby is not None or not STANDBY:
             return
         self._read_hot()
@@ -86,9 +87,12 @@ class Forker:
             self.record_fd = os.memfd_create("exportlens-hot-pages")
         request_r, request_w = os.pipe()
         hot, record_fd = self.hot, self.record_fd
+        theirs = (busy.events_r, busy.output_r, busy.dump_fd) if busy else ()
 
         def child(events_w: int, output_w: int, dump_fd: int) -> None:
             os.close(request_w)
+            for fd in theirs:  # the running job's pipes are not the standby's
+                os.close(fd)
             standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, hot, record_fd)
 
         job = self._fork(child, keep=record_fd)
@@ -129,6 +133,16 @@ class Forker:
         os.close(self.record_fd)
         self.record_fd = -1
         mark(f"zygote: {sum(size for _, size in self.hot) // hotpages.PAGE} hot pages in {len(self.hot)} runs")
+
+    def reap_dead(self) -> None:
+        """Reap the killed processes that are gone by now; the others stay in ``dying``."""
+        for pid in list(self.dying):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.dying.discard(pid)
 
     def kept_pids(self) -> tuple[int, ...]:
         """The job processes forked and not yet handed a request (the standby)."""
@@ -187,6 +201,11 @@ def end_job(job: Job, tail: Tail) -> str:
     """Kill the job's process group, keep the rest of its output, close its pipes;
     the stack dump it left behind (empty when it wrote none)."""
     kill_group(job.pid)
+    return close_job(job, tail)
+
+
+def close_job(job: Job, tail: Tail) -> str:
+    """Keep the rest of a stopped job's output and close its pipes; its stack dump."""
     drain(job.output_r, tail.add)
     for fd in (job.events_r, job.output_r):
         os.close(fd)

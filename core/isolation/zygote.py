@@ -31,7 +31,7 @@ import sys
 from types import FrameType
 
 from exportlens.core.isolation.attempts import run_request
-from exportlens.core.isolation.forking import Forker, Job, end_job
+from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -54,6 +54,8 @@ from exportlens.core.isolation.reaper import become_subreaper, children, kill_st
 from exportlens.core.isolation.supervise import Attempt, supervise
 from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import FileResult
+
+REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is gone
 
 
 class Zygote:
@@ -128,9 +130,11 @@ class Zygote:
     def _serve(self) -> None:
         while not self.exiting:
             if not self.queue:
+                self.finish_ending()  # first: the standby must not inherit the job's pipes
                 self.forks.spawn_standby()
-                self.finish_ending()  # after the fork: the standby warms meanwhile
-                self.wait_for_input()
+                # Reap what was killed once it is gone, unless a request comes first.
+                self.wait_for_input(REAP_POLL_S if self.forks.dying else None)
+                self.forks.reap_dead()
                 continue
             self.finish_ending()
             request = self.queue.popleft()
@@ -144,15 +148,17 @@ class Zygote:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
 
-    def wait_for_input(self) -> None:
-        """Block until the pool writes, then read; or until a signal (SIGTERM) came."""
-        if self.wake_r < 0:
+    def wait_for_input(self, timeout: float | None = None) -> None:
+        """Block until the pool writes, then read; or until a signal (SIGTERM) came,
+        or ``timeout`` passed."""
+        if self.wake_r < 0 and timeout is None:
             self.read_input()
             return
         with selectors.DefaultSelector() as selector:
             selector.register(self.fin, selectors.EVENT_READ)
-            selector.register(self.wake_r, selectors.EVENT_READ)
-            ready = {key.fd for key, _ in selector.select()}
+            if self.wake_r >= 0:
+                selector.register(self.wake_r, selectors.EVENT_READ)
+            ready = {key.fd for key, _ in selector.select(timeout)}
         if self.wake_r in ready:
             try:
                 os.read(self.wake_r, 4096)
@@ -176,9 +182,9 @@ class Zygote:
         finally:
             if later:
                 # The job has said everything (it flushes its output before its
-                # result) and started no process: kill it now, but reap it after the
-                # result is sent -- reaping waits for the kernel to free its memory,
-                # 10-20 ms of every save for nothing the result needs.
+                # result) and started no process: kill it now, but let go of it after
+                # the result is sent and reap it later -- reaping waits for the kernel
+                # to free its memory, 10-20 ms of every save for nothing the result needs.
                 signal_group(job.pid)
                 drain(job.output_r, tail.add)
                 self.ending = (request.id, job, tail)
@@ -195,13 +201,17 @@ class Zygote:
         return not children(job.pid) and children(os.getpid()) <= known
 
     def finish_ending(self) -> None:
-        """Reap the job whose result was sent, and whatever it left behind."""
+        """Let go of the killed job whose result was sent: close its pipes, and reap
+        it only once it is gone -- the kernel frees its memory on its own, and a
+        request that came meanwhile need not wait for that (``reap_dead`` next
+        time, or ``reap_strays``, reaps it)."""
         if self.ending is None:
             return
         (request_id, job, tail), self.ending = self.ending, None
-        end_job(job, tail)
-        self.reap_strays()
-        mark(f"zygote: request {request_id} job reaped after its result")
+        close_job(job, tail)
+        self.forks.dying.add(job.pid)
+        self.forks.reap_dead()
+        mark(f"zygote: request {request_id} job let go after its result")
 
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.

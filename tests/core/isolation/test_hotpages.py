@@ -9,6 +9,7 @@ import ctypes
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -19,7 +20,7 @@ from exportlens.core.isolation.pool import WorkerPool
 PAGES = 64
 
 
-def _in_child(work) -> bytes:  # type: ignore[no-untyped-def]
+def _in_child(work: Callable[[], bytes]) -> bytes:
     """Run ``work()`` in a fork of this process; the bytes it returns."""
     r, w = os.pipe()
     pid = os.fork()
@@ -119,11 +120,12 @@ def _warm_standbys(path: Path) -> list[str]:
     return [what for _, _, what in trace.read(str(path)) if what.startswith("standby: warm,")] if path.exists() else []
 
 
-def _until(predicate, what: str, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _until_warm(log: Path, count: int, timeout: float = 120.0) -> None:
+    """Wait until ``count`` standbys have said they are warm."""
     end = time.monotonic() + timeout
-    while not predicate():
+    while len(_warm_standbys(log)) < count:
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {count} warm standbys")
         time.sleep(0.05)
 
 
@@ -136,7 +138,7 @@ def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.Mo
         pool.wait_ready()
         for i in range(2):
             # Each request once its standby is warm (the first records the pages).
-            _until(lambda n=i: len(_warm_standbys(log)) > n, f"standby {i} warm")
+            _until_warm(log, i + 1)
             (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
             assert [t.status for t in result.targets] == ["ok"]
     warmed = _warm_standbys(log)

@@ -67,7 +67,7 @@ example_args = (torch.randn(2),)
 
 def _steps(path: Path, request_id: int) -> list[str]:
     """The worker's steps for one request, and its reaping of the job, in time order."""
-    wanted = tuple(f"request {request_id} {step}" for step in ("result sent", "job ended", "job reaped after its result"))
+    wanted = tuple(f"request {request_id} {step}" for step in ("result sent", "job ended", "job let go after its result"))
     return [what.split(": ", 1)[1] for _, _, what in trace.read(str(path)) if what.startswith("zygote: ") and what.endswith(wanted)]
 
 
@@ -84,7 +84,7 @@ def test_the_result_goes_out_before_the_job_is_reaped(tmp_path: Path, monkeypatc
     assert [t.status for t in first.targets] == ["ok"]
     # The output the model never flushed is in the pipe before the result.
     assert "a line the model printed" in first.output_tail and "and one on stderr" in first.output_tail
-    assert _steps(log, 1) == ["request 1 job ended", "request 1 result sent", "request 1 job reaped after its result"]
+    assert _steps(log, 1) == ["request 1 job ended", "request 1 result sent", "request 1 job let go after its result"]
     # A job that left a process: everything is killed and reaped first.
     assert [t.status for t in second.targets] == ["ok"]
     assert _steps(log, 2) == ["request 2 job ended", "request 2 result sent"]
