@@ -29,6 +29,9 @@ class DocumentState:
     index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
     declares: bool = False  # the buffer declares targets (else nothing is exported)
     view: bool = False  # declares none: ``result`` is the view of the targets that import it
+    # The token key of the text ``result`` was made from (None: it reads its own
+    # source, or does not tokenize), for the result it was computed for.
+    result_tokens: tuple[FileResult, str | None] | None = None
     failure: str | None = None  # the last export's own failure (not a diagnostic), for status
 
     @property

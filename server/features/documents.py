@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from lsprotocol import types
 from pygls import uris
 
+from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.server import config, warmup
 from exportlens.server.features import diagnostics, hints
 from exportlens.server.state import DocumentState
@@ -71,6 +72,27 @@ def guarded(what: str) -> Callable[[F], F]:
 def is_python(uri: str, language_id: str | None = None) -> bool:
     path = uris.to_fs_path(uri) or ""
     return uri.startswith("file:") and (language_id == "python" or path.endswith(".py"))
+
+
+MAX_TOKENIZE = 64 << 10  # bytes: tokenizing on each keystroke stays well under a millisecond per KB
+
+
+def same_tokens(server: Host, state: DocumentState) -> bool:
+    """Whether the buffer now has exactly the tokens (code without comments and blank
+    lines) of the text its shown result was made from, so the cache holds that result
+    for the buffer (``core/cache`` keeps a tokens manifest for such a file, unless it
+    reads its own source). Checked on the event loop, so only for files of moderate size."""
+    result = state.result
+    if result is None or not state.declares or not server.settings.cache:
+        return False
+    text = server.workspace.get_text_document(state.uri).source.encode("utf-8", "surrogatepass")
+    if len(text) > MAX_TOKENIZE:
+        return False
+    if state.result_tokens is None or state.result_tokens[0] is not result:
+        shown = tokens_of("\n".join(state.result_lines).encode("utf-8", "surrogatepass"))
+        state.result_tokens = (result, shown.key if shown is not None and not shown.introspects else None)
+    key = state.result_tokens[1]
+    return key is not None and token_key(text) == key
 
 
 def apply_settings(server: Host) -> None:
@@ -168,7 +190,10 @@ def register(server: Host) -> None:
         if state is None:
             return
         state.version = params.text_document.version
-        ls.scheduler.schedule(state.uri, delay=True)
+        # An edit of comments or blank lines only cannot change the export: the cache
+        # serves the shown result with its lines moved, so it need not wait for the
+        # typing pause (the lookup takes milliseconds, a debounce hundreds).
+        ls.scheduler.schedule(state.uri, delay=not same_tokens(ls, state))
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     @guarded("didSave")

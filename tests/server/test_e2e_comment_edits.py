@@ -75,3 +75,20 @@ async def test_comment_lines_move_diagnostics_and_hovers_without_an_export(tmp_p
         edited = gate.replace("x = x + 1", "x = x + 2")
         await client.diagnostics_for(gate.uri, edited)
         assert len(client.progress_reports) == exports + 2
+
+
+async def test_a_typed_comment_edit_does_not_wait_for_the_typing_pause(tmp_path: Path) -> None:
+    """The debounce is for code edits, whose export costs seconds: a didChange that
+    only touches comments and blank lines is answered from the cache at once. With a
+    one-minute debounce, its moved diagnostics must arrive well before it would end."""
+    shutil.copy(EXAMPLES / "data_dependent.py", tmp_path / "data_dependent.py")
+    async with running_server("visual-studio-code", tmp_path, {"cache_dir": str(tmp_path / "cache"), "debounce_ms": 60_000}) as (client, _):
+        gate = Doc(client, tmp_path / "data_dependent.py")
+        gate.open()
+        before = await client.diagnostics_for(gate.uri, 1)
+        exports = len(client.progress_reports)
+        moved = gate.replace("class Gate", "# typed, not saved\n\nclass Gate")
+        after = await client.diagnostics_for(gate.uri, moved, timeout=30)
+        assert _shape(after, shift=2) == _shape(before)
+        assert len(client.progress_reports) == exports  # from the cache, no export
+
