@@ -109,8 +109,9 @@ async def test_hover_from_the_index_and_after_lines_shift(session: tuple[Recordi
     found = await hover(line)
     assert found is not None and isinstance(found.contents, types.MarkupContent)
     assert "BUFFER_MUTATION" in found.contents.value and "b_steps" in found.contents.value
-    # A line inserted above: the old index no longer matches the moved line...
-    shifted = doc.replace("class Counter", "# a comment\nclass Counter")
+    # A line of code inserted above (a comment would be served at once, moved, from
+    # the cache): the old index no longer matches the moved line...
+    shifted = doc.replace("class Counter", "UNUSED = 1\nclass Counter")
     assert await hover(line + 1) is None
     # ...until the new export (and its index) is in.
     await client.diagnostics_for(doc.uri, shifted)
