@@ -194,6 +194,22 @@ def file_state(path: str) -> str | None:
         os.close(fd)
 
 
+def dependency_bytes(path: str) -> bytes | None:
+    """A dependency's bytes now, or None when it is not there or is not a readable
+    regular file. Never blocks (as ``file_state``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with open(fd, "rb", closefd=False) as f:
+            return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def second_key(key1: str, deps: list[str], states: list[str] | None = None) -> str | None:
     """The entry's key: the first key plus each dependency's state (``file_state``) --
     ``states`` when given (what the export read), else the files' states now; None

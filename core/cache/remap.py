@@ -2,7 +2,9 @@
 
 Why: after an edit that only touched comments or blank lines
 (``exportlens.core.source.tokens``), the export would produce the same result with
-other line numbers. Instead of running it, every line the result shows is mapped:
+other line numbers. The same holds for a local module the model imports. Instead of
+running it, every line the result shows is mapped, each by the move of the file it
+lives in (the declaring file and each moved module, told apart by path):
 diagnostics (start, end, related locations), target lines, the source line of each
 signature spec, and the line numbers inside text -- torch's messages, stack traces
 and graph code quote ``File "model.py", line 12`` and ``model.py:12`` -- including
@@ -13,11 +15,14 @@ caller exports) when a line it must map has no image (it was not a line of code)
 when a diagnostic sits at line 1 and line 1's code moved (line 1 is also the
 file-level default, so which one it is cannot be told), or when text in the result
 quotes a line whose text changed (a trailing comment edited: torch quotes the whole
-line, so the message would be stale).
+line, so the message would be stale), or a file quoted by its bare name could be two
+files of the run whose lines moved differently.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 from dataclasses import replace
@@ -25,11 +30,12 @@ from typing import Any
 
 import msgpack
 
+from exportlens.core.cache.keys import ABSENT, dependency_bytes, file_state
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.model.signature import Signature, SourceLine
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError, unpack
-from exportlens.core.source.tokens import LineMap, old_line_text
+from exportlens.core.source.tokens import LineMap, line_map, old_line_text, reads_own_source
 
 
 class Unmappable(Exception):
@@ -63,31 +69,37 @@ class FileMap:
 
     def names_me(self, written: str) -> bool:
         """Whether a path as text quotes it: whole, or a trailing part of it."""
-        if written == self.base or written in self.names:
-            return True
-        return any(name.endswith("/" + written.lstrip("./")) for name in self.names)
+        return _names(self.names, self.base, written)
 
-    def text(self, s: str) -> str:
+    def check_quotes(self, s: str) -> None:
         for quote in self.quotes:
             if quote in s:
                 raise Unmappable(f"quotes an edited line: {quote!r}")
-        if self.base not in s:
-            return s
 
-        def sub(m: re.Match[str]) -> str:
-            if not self.names_me(m.group("p")):
-                return m.group(0)
-            return f"{m.group('p')}{m.group('sep')}{self.line(int(m.group('n')))}"
 
-        return self.ref.sub(sub, s)
+def _names(names: set[str], base: str, written: str) -> bool:
+    """Whether ``written`` (a path as text) quotes the file known by ``names``."""
+    if written == base or written in names:
+        return True
+    return any(name.endswith("/" + written.lstrip("./")) for name in names)
 
 
 class Mapper:
     """Every file's move; files not in ``maps`` keep their lines."""
 
-    def __init__(self, own: str, maps: list[FileMap]) -> None:
+    def __init__(self, own: str, maps: list[FileMap], files: tuple[str, ...] = ()) -> None:
         self.own = own
         self.maps = maps
+        # Maps by basename (torch may quote a file by its name alone), and the run's
+        # other files of that name, which keep their lines: a quote that could be
+        # either and would move differently is not guessed.
+        self.by_base: dict[str, list[FileMap]] = {}
+        for m in maps:
+            self.by_base.setdefault(m.base, []).append(m)
+        self.kept: dict[str, list[set[str]]] = {}
+        for path in (own, *files):
+            if not any(m.owns(path) for m in maps) and os.path.basename(path) in self.by_base:
+                self.kept.setdefault(os.path.basename(path), []).append({os.path.abspath(path), os.path.realpath(path)})
 
     def _for(self, path: str | None) -> FileMap | None:
         where = path if path is not None else self.own
@@ -102,8 +114,22 @@ class Mapper:
 
     def text(self, s: str) -> str:
         for m in self.maps:
-            s = m.text(s)
+            m.check_quotes(s)
+        for base, group in self.by_base.items():
+            if base in s:  # one pass per name: a line moved once, never twice
+                s = group[0].ref.sub(functools.partial(self._sub, group), s)
         return s
+
+    def _sub(self, group: list[FileMap], found: re.Match[str]) -> str:
+        written, n = found.group("p"), int(found.group("n"))
+        images = {m.line(n) for m in group if m.names_me(written)}
+        if not images:
+            return found.group(0)
+        if any(_names(names, group[0].base, written) for names in self.kept.get(group[0].base, [])):
+            images.add(n)  # an unmoved file of the same name may be the one quoted
+        if len(images) > 1:
+            raise Unmappable(f"{written}:{n} may name more than one file")
+        return f"{written}{found.group('sep')}{images.pop()}"
 
     def source(self, s: SourceLine | None) -> SourceLine | None:
         if s is None:
@@ -131,6 +157,7 @@ class Mapper:
             t,
             line=self.line(None, t.line),
             signature=self.signature(t.signature),
+            module_class=self.source(t.module_class),
             graph=self.text(t.graph),
             program=self.program(t.program) if t.program else t.program,
         )
@@ -176,7 +203,7 @@ def remap(result: FileResult, maps: list[FileMap]) -> FileResult | None:
     cannot be done soundly (see the module's docstring)."""
     if any(d.code == "syntax-error" for d in result.diagnostics):
         return None  # the tokenizer's view and the compiler's differ exactly there
-    m = Mapper(result.path, maps)
+    m = Mapper(result.path, maps, result.local_imports)
     try:
         return replace(
             result,
@@ -187,3 +214,32 @@ def remap(result: FileResult, maps: list[FileMap]) -> FileResult | None:
     except (Unmappable, ValueError, TypeError, IndexError, KeyError):
         return None
 
+
+def moved_modules(deps: list[str], states: list[Any], texts: list[Any]) -> tuple[list[FileMap], list[str]] | None:
+    """The line maps of the local modules that changed since the export, each from the
+    text the export ran to its bytes now, and every dependency's state now (what the
+    moved result stands for: a result that kept the old hashes would look stale to
+    whoever compares them with the files); None when a module changed in more than
+    comments and blank lines, spells a way to see its own source, or is not a module
+    whose text was kept (a project file the model read, a module that was absent)."""
+    maps = []
+    now_states = []
+    for dep, state, old in zip(deps, states, texts, strict=True):
+        if not isinstance(state, str):
+            return None
+        now = dependency_bytes(dep)
+        digest = hashlib.sha256(now).hexdigest() if now is not None else ABSENT
+        now_states.append(digest)
+        if digest == state:
+            continue
+        if now is None:  # absent: "absent" if it was, else gone or unreadable
+            if state == ABSENT and file_state(dep) == ABSENT:
+                continue
+            return None
+        if not isinstance(old, bytes) or reads_own_source(now):
+            return None
+        lines = line_map(old, now)
+        if lines is None:
+            return None
+        maps.append(FileMap(dep, old, lines))
+    return maps, now_states

@@ -17,10 +17,11 @@ that raised, or creating one that was missing changes the second key.
 
 A third file, the *tokens manifest*, is keyed like the manifest but by the file's
 tokens without comments and blank lines (``exportlens.core.source.tokens``) instead
-of its bytes, and keeps the text the result was made from. A lookup whose bytes miss
-tries it: when only comments or blank lines changed, the stored result is served
-with every line moved to the new text (``exportlens.core.cache.remap``), and no
-export runs. A file (or a local module it imports) that can see its own source or
+of its bytes, and keeps the text the result was made from, and the state and text
+of each local module the export imported. A lookup whose bytes (or a module's) miss
+tries it: when only comments or blank lines changed, in the file or in its modules,
+the stored result is served with every line moved to the new text
+(``exportlens.core.cache.remap``), and no export runs. A file (or a local module it imports) that can see its own source or
 line numbers gets no tokens manifest: only its exact bytes reuse a result.
 
 Files are written to a temporary file in the same folder and renamed into place, so
@@ -39,6 +40,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +55,15 @@ from exportlens.core.cache.files import (
     decode_file,
     encode_file,
 )
-from exportlens.core.cache.keys import ABSENT, first_key, second_key, source_bytes, token_first_key
+from exportlens.core.cache.keys import (
+    ABSENT,
+    first_key,
+    second_key,
+    source_bytes,
+    token_first_key,
+)
 from exportlens.core.cache.policy import cacheable, still_missing
-from exportlens.core.cache.remap import FileMap, remap
+from exportlens.core.cache.remap import FileMap, moved_modules, remap
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.plain import from_plain, pack
 from exportlens.core.model.results import FileResult
@@ -244,11 +252,9 @@ class ResultCache:
                 self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad dependency list"))
                 return None
             key2 = second_key(key1, deps)
-            if key2 is None:
-                return None
-            result = self._entry(key2, request)
-            if result is None:
-                return None
+            result = self._entry(key2, request) if key2 is not None else None
+            if result is None or key2 is None:  # a local module may have changed in comments only
+                return self._lookup_moved(request, source)
             self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
             return result
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
@@ -282,19 +288,34 @@ class ResultCache:
         if found is None:
             return None
         key1, deps, old = found.get("key1"), found.get("deps"), found.get("source")
+        states, texts = found.get("states"), found.get("texts")
         if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
             self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
             return None
-        if old == source:
+        maps: list[FileMap] = []
+        if old != source:
+            lines = line_map(old, source)
+            if lines is None:
+                return None
+            maps.append(FileMap(request.path, old, lines))
+        now_states: list[str] | None = None
+        if isinstance(states, list) and isinstance(texts, list) and len(states) == len(texts) == len(deps):
+            moved = moved_modules(deps, states, texts)
+            if moved is None:
+                return None
+            maps += moved[0]
+            now_states = moved[1]
+            key2 = second_key(key1, deps, states)
+        else:  # modules kept by their bytes alone (the export's states were not known)
+            key2 = second_key(key1, deps)
+        if not maps:
             return None  # the same bytes missed by their own key (a bad or evicted file): a miss
-        key2 = second_key(key1, deps)
         stored = self._entry(key2, request) if key2 is not None else None
         if stored is None or key2 is None:
             return None
-        lines = line_map(old, source)
-        if lines is None:
-            return None
-        result = remap(stored, [FileMap(request.path, old, lines)])
+        result = remap(stored, maps)
+        if result is not None and now_states is not None and stored.local_imports == tuple(deps):
+            result = replace(result, local_import_hashes=tuple(now_states))
         if result is None:
             log.debug("%s: the stored result's lines cannot be moved soundly; exporting", request.path)
             return None
@@ -354,10 +375,13 @@ class ResultCache:
     def _store_tokens(self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None) -> int:
         """Write the tokens manifest when comment-only edits may reuse this result:
         neither the file nor a local module it ran spells a way to see its own
-        source or line numbers. Bytes written."""
+        source or line numbers. With the states the export saw, it also keeps each
+        local module's text, so a module edited in comments only is served moved
+        too. Bytes written."""
         tokens = tokens_of(source)
         if tokens is None or tokens.introspects:
             return 0
+        texts: list[bytes | None] = [None] * len(deps)
         for i, dep in enumerate(deps):
             if not dep.endswith(".py") or (states is not None and states[i] == ABSENT):
                 continue
@@ -370,8 +394,12 @@ class ResultCache:
                 return 0  # changed since the export read it: cannot tell what it spelled
             if reads_own_source(data):
                 return 0
+            texts[i] = data
         key = token_first_key(request, tokens.key)
-        data = encode_file(KIND_TOKENS, pack({"key": key, "key1": key1, "deps": deps, "source": source}))
+        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": deps, "source": source}
+        if states is not None:
+            payload.update(states=states, texts=texts)
+        data = encode_file(KIND_TOKENS, pack(payload))
         return self._write(self._path(key, KIND_TOKENS), data)
 
     def _ensure_directory(self) -> None:
@@ -431,3 +459,4 @@ class ResultCache:
             except OSError:
                 continue
         return out
+
