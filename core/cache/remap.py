@@ -35,7 +35,7 @@ from exportlens.core.model.results import Diagnostic, FileResult, Related, Targe
 from exportlens.core.model.signature import Signature, SourceLine
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError, unpack
-from exportlens.core.source.tokens import LineMap, line_map, old_line_text, reads_own_source
+from exportlens.core.source.tokens import LineMap, line_map, old_line_text
 
 
 class Unmappable(Exception):
@@ -90,6 +90,7 @@ class Mapper:
     def __init__(self, own: str, maps: list[FileMap], files: tuple[str, ...] = ()) -> None:
         self.own = own
         self.maps = maps
+        self._owner: dict[str, FileMap | None] = {}
         # Maps by basename (torch may quote a file by its name alone), and the run's
         # other files of that name, which keep their lines: a quote that could be
         # either and would move differently is not guessed.
@@ -103,7 +104,9 @@ class Mapper:
 
     def _for(self, path: str | None) -> FileMap | None:
         where = path if path is not None else self.own
-        return next((m for m in self.maps if m.owns(where)), None)
+        if where not in self._owner:  # a program names the same few files on every node
+            self._owner[where] = next((m for m in self.maps if m.owns(where)), None)
+        return self._owner[where]
 
     def line(self, path: str | None, n: int) -> int:
         m = self._for(path)
@@ -236,10 +239,12 @@ def moved_modules(deps: list[str], states: list[Any], texts: list[Any]) -> tuple
             if state == ABSENT and file_state(dep) == ABSENT:
                 continue
             return None
-        if not isinstance(old, bytes) or reads_own_source(now):
+        if not isinstance(old, bytes):
             return None
+        # No map when ``now`` does not tokenize or differs in code; the same tokens spell
+        # the same names, so ``now`` can see its source only if the stored text could.
         lines = line_map(old, now)
-        if lines is None:
+        if lines is None or lines.introspects:
             return None
         maps.append(FileMap(dep, old, lines))
     return maps, now_states

@@ -141,6 +141,8 @@ class LineMap:
 
     lines: dict[int, int]
     changed: frozenset[int]
+    # Whether the (shared) code spells a way to see its own source: see ``reads_own_source``.
+    introspects: bool = False
 
     def moved(self) -> bool:
         return any(a != b for a, b in self.lines.items())
@@ -160,7 +162,7 @@ def line_map(old: bytes, new: bytes) -> LineMap | None:
     changed = frozenset(
         n for n, m in lines.items() if _line(old_lines, n) != _line(new_lines, m)
     )
-    return LineMap(lines, changed)
+    return LineMap(lines, changed, b.introspects)
 
 
 def _split(data: bytes) -> list[str]:
