@@ -688,7 +688,21 @@ async function followGraphLinks(page, view) {
         .locator('.detected-link', { hasText: view.linkText.split(':')[0] })
         .first();
     await link.waitFor({ state: 'visible', timeout: UI_WAIT });
-    await link.click({ modifiers: ['Control'] });
+    // Ctrl+click at the link's place, as a hand does: VS Code re-renders the line's spans
+    // when Ctrl is held over a link (the underline decoration), so a click aimed at the
+    // span element itself can find it detached and retry until it times out.
+    const box = await link.boundingBox();
+    if (!box) {
+        throw new Error(`the ${view.linkText} link has no box on screen`);
+    }
+    const [x, y] = [box.x + Math.min(box.width / 2, 12), box.y + box.height / 2];
+    await page.mouse.move(x, y);
+    await page.keyboard.down('Control');
+    try {
+        await page.mouse.click(x, y);
+    } finally {
+        await page.keyboard.up('Control');
+    }
     await waitForJump(page, view.file, view.line, 'Ctrl+click');
     step('back to the graph view, F12 on the same link');
     await page.keyboard.press('Control+Alt+-'); // Go Back
