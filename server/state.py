@@ -34,6 +34,12 @@ class DocumentState:
     result_tokens: tuple[FileResult, str | None] | None = None
     failure: str | None = None  # the last export's own failure (not a diagnostic), for status
 
+    def line_unchanged(self, current: list[str], line: int) -> bool:
+        """Whether 0-based ``line`` of the buffer (``current``) is still the text the
+        result was made from: only then do the result's columns and nodes for that
+        line number hold (hover, hints, lenses and the graph view all ask this)."""
+        return 0 <= line < len(current) and line < len(self.result_lines) and current[line] == self.result_lines[line]
+
     @property
     def targets(self) -> list[dict[str, Any]]:
         if self.result is None:

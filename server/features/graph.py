@@ -172,8 +172,7 @@ def register(server: Host) -> None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")
         if line is not None:
             current = split_lines(ls.workspace.get_text_document(uri).source)
-            lines = state.result_lines
-            if line >= len(current) or line >= len(lines) or current[line] != lines[line]:
+            if not state.line_unchanged(current, line):
                 # The result is for other text: its nodes at this number belong to another line.
                 here = os.path.basename(state.path)
                 text = f"# line {line + 1} of {here} changed since the last export: save to export it again\n"

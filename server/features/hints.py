@@ -177,7 +177,7 @@ def hints_in(state: DocumentState, current: list[str], first: int, last: int, en
         return []
     out = []
     for hint in index.between(first, last):
-        if hint.line >= len(current) or hint.line >= len(state.result_lines) or current[hint.line] != state.result_lines[hint.line]:
+        if not state.line_unchanged(current, hint.line):
             continue  # the line changed since the export
         text = current[hint.line]
         out.append(

@@ -81,7 +81,7 @@ def lenses_for(state: DocumentState, current: list[str], uri: str) -> list[types
     out: list[types.CodeLens] = []
     for t in result.targets:
         line = t.line - 1
-        if line < 0 or line >= len(current) or line >= len(state.result_lines) or current[line] != state.result_lines[line]:
+        if not state.line_unchanged(current, line):
             continue  # no line of this file, or it changed since the export
         where = types.Range(types.Position(line, 0), types.Position(line, 0))
         graph_args: list[Any] = [{"uri": uri, "target": t.name}]

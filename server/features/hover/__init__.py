@@ -38,11 +38,9 @@ def index_class() -> type[HoverIndex]:
 def hover_at(state: DocumentState, current_lines: list[str], position: types.Position, encoding: str) -> types.Hover | None:
     index = state.index
     line = position.line
-    if index is None or line >= len(current_lines) or line >= len(state.result_lines):
-        return None
-    text = current_lines[line]
-    if text != state.result_lines[line]:
+    if index is None or not state.line_unchanged(current_lines, line):
         return None  # the line changed since the export: its columns may not match
+    text = current_lines[line]
     found = index.hover(line, convert(text, position.character, encoding, UTF16))
     if found is None:
         return None
