@@ -15,7 +15,7 @@ import os
 
 from exportlens.core.model.results import FileResult
 from exportlens.core.serde.codec import SchemaError
-from exportlens.core.serde.reader import read_program
+from exportlens.core.serde.located import read
 
 Shape = tuple[int, ...]
 
@@ -57,7 +57,7 @@ def assigned_shapes(result: FileResult, target: str | None, line: int) -> list[S
     if found is None:
         return None
     try:
-        program = read_program(found.program)
+        program = read(bytes(found.program))
     except SchemaError:
         return None
     here = os.path.realpath(result.path)

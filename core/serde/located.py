@@ -14,6 +14,7 @@ Frames name files as the job saw them; they are compared by real path.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterable, Mapping
@@ -24,7 +25,7 @@ from exportlens.core.model.signature import TensorMeta, named_dims
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.reader import NodeModel, ProgramModel, SourceLocation, read_program
 
-__all__ = ["Located", "Program", "at_lines", "UserFrames", "programs", "tensor_text", "value_text"]
+__all__ = ["Located", "Program", "at_lines", "UserFrames", "programs", "read", "tensor_text", "value_text"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,14 @@ class Located:
         return value_text(self.node.meta, self.program.dim_names)
 
 
+@functools.lru_cache(maxsize=16)
+def read(data: bytes) -> ProgramModel:
+    """:func:`read_program`, once per program: the inlay hints, the graph view and the
+    quick fixes each read the same target's bytes (a few ms for a large model, on the
+    event loop for a code action). Raises ``SchemaError`` (never cached) as it does."""
+    return read_program(data)
+
+
 def programs(targets: Iterable[TargetResult]) -> list[Program]:
     """Each exported target's program; one that cannot be read is left out (logged):
     the editor features built on it are a nicety, never a reason to fail."""
@@ -63,7 +72,7 @@ def programs(targets: Iterable[TargetResult]) -> list[Program]:
         if not t.program:
             continue
         try:
-            out.append(Program(t, read_program(t.program)))
+            out.append(Program(t, read(bytes(t.program))))
         except SchemaError as e:
             log.warning("the program of %s cannot be read: %s", t.name, e)
     return out
