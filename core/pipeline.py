@@ -38,6 +38,7 @@ from exportlens.core.project.settings import (
     DEFAULT_MEMORY_MB,
     DEFAULT_STRICT,
     DEFAULT_TIMEOUT_S,
+    DEFAULT_WEIGHTS,
     ProjectSettings,
     settings_for,
 )
@@ -63,6 +64,7 @@ class Overrides:
     cache_dir: str | None = None  # --cache-dir, or the editor's cacheDir
     lower: tuple[str, ...] | None = None  # --lower, or the editor's lower; () lowers nothing
     keep_lowered: bool = False  # --save-onnx: the results carry the lowered models' bytes
+    weights: str | None = None  # --weights, or the editor's weights: "auto" or "real"
 
 
 def limits_for(project: ProjectSettings, overrides: Overrides) -> tuple[Limits, bool]:
@@ -107,7 +109,7 @@ def _depending_on(result: FileResult, path: str) -> FileResult:
 class RunListener(Protocol):
     """Hears a ``run`` as it goes (the CLI's progress line); called from the pool's thread too."""
 
-    def target_begins(self, path: str, target: str | None, index: int | None, total: int | None) -> None: ...
+    def target_begins(self, path: str, target: str | None, index: int | None, total: int | None, phase: str = "") -> None: ...
 
     def file_done(self, result: FileResult, cached: bool) -> None: ...
 
@@ -119,7 +121,7 @@ def _begins(listener: RunListener | None, paths: dict[int, str]) -> Callable[[Po
 
     def on_event(event: PoolEvent) -> None:
         if event.kind == "begin" and event.request_id in paths:
-            listener.target_begins(paths[event.request_id], event.target, event.index, event.total)
+            listener.target_begins(paths[event.request_id], event.target, event.index, event.total, event.phase)
 
     return on_event
 
@@ -161,9 +163,10 @@ class Pipeline:
                 self._warn(why)
         limits, strict = limits_for(project, self.overrides)
         lower = _first(self.overrides.lower, project.lower, DEFAULT_LOWER)
+        weights = _first(self.overrides.weights, project.weights, DEFAULT_WEIGHTS)
         return ExportRequest(
             id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict,
-            lower=tuple(lower), keep_lowered=self.overrides.keep_lowered and bool(lower),
+            lower=tuple(lower), keep_lowered=self.overrides.keep_lowered and bool(lower), weights=str(weights),
         )
 
     def cache_dir(self, path: str) -> Path:

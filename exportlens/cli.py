@@ -20,7 +20,13 @@ from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of, survey
-from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, MEMORY_RANGE_MB, TIMEOUT_RANGE_S
+from exportlens.core.project.settings import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    MEMORY_RANGE_MB,
+    TIMEOUT_RANGE_S,
+    WEIGHTS_CHOICES,
+)
 from exportlens.formats import github, sarif
 from exportlens.module_views import run_with_views
 from exportlens.progress import LogHandler, Progress, wanted
@@ -71,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the signature of every target in FILE")
     show.add_argument("file", metavar="FILE")
     show.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS")
+    show.add_argument("--weights", choices=WEIGHTS_CHOICES, default=None, help="as for check")
     _cache_options(show)
 
     cache = sub.add_parser("cache", help="the result cache: clear it, or print where it is")
@@ -92,6 +99,7 @@ def _export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-mb", type=_megabytes, default=None, metavar="MB", help=f"memory cap of an export (default: pyproject's [tool.exportlens] memory_mb, else {DEFAULT_MEMORY_MB})")
     parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
     parser.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
+    parser.add_argument("--weights", choices=WEIGHTS_CHOICES, default=None, help="auto: build large weights without values (the export never reads them) and use real ones only where a step needs them; real: always materialise them (default: pyproject's [tool.exportlens] weights, else auto)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress line and no summary: the diagnostics (and signatures) only")
 
 
@@ -184,7 +192,7 @@ def run(argv: list[str]) -> int:
     if args.command in ("check", "snapshot", "show", "cache"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
-        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir)
+        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
         overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
         view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
@@ -200,7 +208,7 @@ def run(argv: list[str]) -> int:
         if not os.path.isfile(args.file):
             print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
             return 2
-        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir)
+        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=1, signatures=True)
     if args.command == "cache":
         return _cache_command(args.action, args.cache_dir)

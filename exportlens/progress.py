@@ -1,6 +1,7 @@
 """The live progress line of ``check`` and ``snapshot`` on a terminal::
 
     ⠹ 12/25 files · 30/41+ targets · 3 cached · 14.2 s · exporting Encoder (models/enc.py 2/3)
+    ⠼ 0/1 files · 0/1 targets · 31.0 s · tracing Llama70B (llama.py)
 
 A check of a folder of real models takes tens of seconds; without this it prints
 nothing until the end. The line is redrawn in place on stderr (``\\r`` and erase to
@@ -55,7 +56,7 @@ class Progress:
         self._done_targets = 0
         self._hits = 0
         self._totals: dict[str, int] = {}  # targets per file, once known
-        self._running: dict[str, tuple[str | None, int | None, int | None]] = {}  # path -> (target, index, total)
+        self._running: dict[str, tuple[str | None, int | None, int | None, str]] = {}  # path -> (target, index, total, phase)
         self._latest: str | None = None
         self._started = time.monotonic()
         self._frame = 0
@@ -65,9 +66,9 @@ class Progress:
 
     # ---- the pipeline's RunListener
 
-    def target_begins(self, path: str, target: str | None, index: int | None, total: int | None) -> None:
+    def target_begins(self, path: str, target: str | None, index: int | None, total: int | None, phase: str = "") -> None:
         with self._lock:
-            self._running[path] = (target, index, total)
+            self._running[path] = (target, index, total, phase)
             self._latest = path
             if total is not None:
                 self._totals[path] = total
@@ -106,7 +107,7 @@ class Progress:
 
     def line(self) -> str:
         """The text of the line now (without the spinner)."""
-        running = sum((i or 1) - 1 for _, i, _ in self._running.values())
+        running = sum((i or 1) - 1 for _, i, _, _ in self._running.values())
         known = sum(self._totals.values())
         unknown = self._files - len(self._totals)
         parts = [f"{self._done_files}/{self._files} files", f"{self._done_targets + running}/{known}{'+' * (unknown > 0)} targets"]
@@ -114,11 +115,12 @@ class Progress:
             parts.append(f"{self._hits} cached")
         parts.append(f"{time.monotonic() - self._started:.1f} s")
         if self._latest is not None and self._latest in self._running:
-            target, index, total = self._running[self._latest]
+            target, index, total, phase = self._running[self._latest]
             where = self._display.get(self._latest, os.path.basename(self._latest))
             count = f" {index}/{total}" if index is not None and total is not None else ""
             more = f" +{len(self._running) - 1} more" if len(self._running) > 1 else ""
-            parts.append(f"exporting {target or '…'} ({where}{count}){more}")
+            doing = phase or "exporting"
+            parts.append(f"{doing} {target or '…'} ({where}{count}){more}" if target or not phase else f"{doing} ({where}){more}")
         elif not self._running and self._done_files < self._files:
             parts.append("waiting for the export workers")  # they import torch: seconds before the first target
         return " · ".join(parts)

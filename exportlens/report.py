@@ -10,7 +10,7 @@ import os
 from typing import Any, Iterable
 
 from exportlens.core.model.lowering import Lowering
-from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.results import Diagnostic, FileResult, TargetResult, weights_phrase
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims
 from exportlens.excerpt import Sources, excerpt
 from exportlens.terminal import Style, ljust, width
@@ -84,6 +84,10 @@ def target_json(t: TargetResult) -> dict[str, Any]:
         "status": t.status,
         "export_ms": round(t.export_ms, 1) if t.export_ms is not None else None,
     }
+    if t.weights is not None:
+        out["weights"] = t.weights
+    if t.weights_note:
+        out["weights_note"] = t.weights_note
     if t.status == "ok" and t.signature is not None:
         out["signature"] = signature_json(t.signature)
     if t.lowering is not None:
@@ -203,9 +207,12 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
 
 def target_header(path: str, t: TargetResult) -> str:
     took = f", exported in {t.export_ms:.0f} ms" if t.export_ms is not None and t.status == "ok" else ""
+    weights = weights_phrase(t)
+    made = f" with {weights}" if weights else ""
     where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
     lowered = f"; {t.lowering.describe()}" if t.lowering is not None else ""
-    return f"{t.name} ({where}): {t.status}{took}{lowered}"
+    note = f"\n  weights: {t.weights_note}" if t.weights_note else ""
+    return f"{t.name} ({where}): {t.status}{took}{made}{lowered}{note}"
 
 
 def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None, concise: bool = False, style: Style | None = None) -> str:

@@ -168,7 +168,8 @@ class ExportLensServer(LanguageServer):
             if progress is not None:
                 count = f" ({event.index}/{event.total})" if event.index and event.total else ""
                 percent = int(100 * (event.index - 1) / event.total) if event.index and event.total else None
-                progress.report(f"exporting {event.target}{count}", percent)
+                what = f"{event.phase}: {event.target}" if event.phase and event.target else event.phase or f"exporting {event.target}"
+                progress.report(f"{what}{count}", percent)
         elif event.kind == "restart":
             self.log_message(f"exportlens: a worker process failed ({event.detail}); starting a new one", types.MessageType.Warning)
         elif event.kind == "gave-up":

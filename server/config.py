@@ -4,7 +4,7 @@ Sources, later ones winning: the defaults below, ``initializationOptions`` (eith
 ``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
 (or ``workspace/configuration``) section ``exportlens``. Per project,
 ``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``,
-``lower`` and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
+``lower``, ``weights`` and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
 hands the explicit ones to ``exportlens.core.pipeline``, which resolves them in the
 same order as for the CLI's flags (override, then pyproject, then default).
 
@@ -30,8 +30,10 @@ from exportlens.core.project.settings import (
     DEFAULT_MEMORY_MB,
     DEFAULT_STRICT,
     DEFAULT_TIMEOUT_S,
+    DEFAULT_WEIGHTS,
     MEMORY_RANGE_MB,
     TIMEOUT_RANGE_S,
+    WEIGHTS_CHOICES,
 )
 
 SECTION = "exportlens"
@@ -57,6 +59,7 @@ class Settings:
     cache_dir: str | None = None  # None: $EXPORTLENS_CACHE_DIR, pyproject's cache_dir, else the user cache
     strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
     lower: tuple[str, ...] = DEFAULT_LOWER  # formats to lower each export to (["onnx"]); pyproject's unless set
+    weights: str = DEFAULT_WEIGHTS  # "auto" (fake where values are not needed) or "real"; pyproject's unless set
     diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
     inlay_hints: bool = True  # the dtype and shape after each line the export recorded
     # The settings the user gave explicitly; pyproject values give way to these.
@@ -76,6 +79,7 @@ def overrides(settings: Settings) -> Overrides:
         memory_mb=explicit("memory_mb"),
         strict=explicit("strict"),
         lower=explicit("lower"),
+        weights=explicit("weights"),
         cache=settings.cache,
         cache_dir=settings.cache_dir,
     )
@@ -126,6 +130,12 @@ def _formats(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def _weights(value: Any) -> str:
+    if value not in WEIGHTS_CHOICES:
+        raise ValueError(f"expected one of {', '.join(repr(w) for w in WEIGHTS_CHOICES)}, got {value!r}")
+    return str(value)
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "debounce_ms": _number(0, 60_000, integer=True),
     "timeout_s": lambda v: float(_number(*TIMEOUT_RANGE_S, integer=False)(v)),
@@ -135,6 +145,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache_dir": _folder,
     "strict": _bool,
     "lower": _formats,
+    "weights": _weights,
     "inlay_hints": _bool,
 }
 

@@ -162,6 +162,9 @@ def _first_key(request: ExportRequest, source: bytes) -> str:
         sorted(request.skip),
         _targets_setting(request),
         environment(),
+        # How weights are made; the size bound of fake tensors is a knob for tests.
+        request.weights,
+        os.environ.get("EXPORTLENS_FAKE_MIN_BYTES", ""),
         # Lowering: the formats, whether the model's bytes ride along, and the
         # converter's and runtime's versions (installing the extra changes the answer).
         *([list(request.lower), request.keep_lowered, lowering_versions()] if request.lower else []),

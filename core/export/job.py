@@ -19,11 +19,12 @@ from exportlens.core.export import analyze, attributes, deps, shapes_spec, signa
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
-from exportlens.core.isolation.messages import ExportRequest, FromJob, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
+from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.isolation.trace import mark
-from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
+from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.project.settings import find_pyproject, pyproject_targets
+from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, pyproject_targets
 from exportlens.core.source.frames import Frame
 from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
@@ -48,11 +49,21 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     from exportlens.core.export.registry import REGISTRY
 
     REGISTRY.clear()
-    loaded = load(request.path, request.source, request.root)
+    policy = Policy.for_request(request)
+    emit(Phase(None, "running the file"))
+    with policy.constructing():
+        loaded = load(request.path, request.source, request.root)
     mark("job: model file run")
+    if loaded.error is not None:
+        try:
+            note = policy.after_failure(loaded.error, _where(loaded.error, Sources(loaded.index, loaded.root)))
+        except RealWeightsNeeded as e:
+            return FileResult(path=request.path, fallbacks=(Fallback(None, e.reason),))
+        loaded.diagnostics = [annotate(d, note) if d.code == "import-error" else d for d in loaded.diagnostics]
     sources = Sources(loaded.index, loaded.root)
     diagnostics = list(loaded.diagnostics)
     results: list[TargetResult] = []
+    needed: dict[str | None, str] = {}
     if loaded.module is not None:
         entries = list(request.pyproject_targets)
         if not entries:
@@ -68,7 +79,10 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
                 continue
             emit(TargetBegins(candidate.decl.name))
             try:
-                result, found = export_target(candidate, loaded, sources, lower=request.lower, keep_lowered=request.keep_lowered)
+                result, found = export_target(candidate, loaded, sources, lower=request.lower, keep_lowered=request.keep_lowered, policy=policy, emit=emit)
+            except RealWeightsNeeded as e:  # the worker runs it again with real weights
+                needed[candidate.decl.name] = e.reason
+                continue
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
@@ -90,6 +104,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
         written=tuple(written),
         written_hashes=tuple(written.values()),
         missing_modules=tuple(loaded.missing_modules),
+        fallbacks=fallbacks(needed),
     ).sorted()
 
 
@@ -102,6 +117,12 @@ def _back_to_target(d: Diagnostic, candidate: Candidate, path: str) -> Diagnosti
     return replace(d, related=(*d.related, note))
 
 
+def _where(e: BaseException, sources: Sources) -> str | None:
+    """``file.py:N``: the user's line ``e`` was raised at, for messages."""
+    frame = sources.deepest(frames_of(e))
+    return f"{os.path.basename(frame.file)}:{frame.line}" if frame else None
+
+
 def _facts(e: BaseException) -> ErrorFacts:
     error_type = getattr(getattr(e, "error_type", None), "name", None)
     return ErrorFacts(
@@ -112,44 +133,69 @@ def _facts(e: BaseException) -> ErrorFacts:
     )
 
 
-def _build(candidate: Candidate, loaded: Loaded, sources: Sources) -> Built | Diagnostic:
+def _build(candidate: Candidate, loaded: Loaded, sources: Sources, policy: Policy) -> Built | Diagnostic:
+    """Build the target in the policy's window; raises ``RealWeightsNeeded`` when the
+    build failed for want of values, or needs real weights (see ``Policy.inspect``)."""
     name = candidate.decl.name
     try:
-        return candidate.build()
+        with policy.constructing():
+            built = candidate.build()
     except TargetError as e:
-        return Diagnostic.at("target-error", f"target `{name}`: {e}", candidate.where, name)
+        cause = e.cause or e
+        return annotate(Diagnostic.at("target-error", f"target `{name}`: {e}", candidate.where, name), policy.after_failure(cause, _where(cause, sources)))
     except BaseException as e:  # noqa: BLE001 - any failure of user code is a finding
+        note = policy.after_failure(e, _where(e, sources))
         frame = sources.deepest(frames_of(e))
         where = sources.statement(frame) if frame else candidate.where
         detail = str(e).strip()
-        return Diagnostic.at(
+        found = Diagnostic.at(
             "target-error",
             f"building target `{name}` raised {type(e).__name__}" + (f": {detail}" if detail else ""),
             where,
             name,
         )
+        return annotate(found, note)
+    return policy.inspect(built)
 
 
 def export_target(
-    candidate: Candidate, loaded: Loaded, sources: Sources | None = None, *, lower: tuple[str, ...] = (), keep_lowered: bool = False
+    candidate: Candidate,
+    loaded: Loaded,
+    sources: Sources | None = None,
+    *,
+    lower: tuple[str, ...] = (),
+    keep_lowered: bool = False,
+    policy: Policy | None = None,
+    emit: Emit | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
+    """Build, export and analyse one target. Raises ``RealWeightsNeeded`` when the
+    policy wants it run again with real weights."""
     import torch
 
     sources = sources or Sources(loaded.index, loaded.root)
+    policy = policy or Policy("real", DEFAULT_MEMORY_MB)
     name, line = candidate.decl.name, candidate.decl.line
-    built = _build(candidate, loaded, sources)
+
+    def phase(text: str) -> None:
+        if emit is not None:
+            emit(Phase(name, f"{text} (real weights)" if policy.why_real else text))
+
+    phase("building the model")
+    built = _build(candidate, loaded, sources, policy)
     mark(f"job: {name} built")
     if isinstance(built, Diagnostic):
         return TargetResult(name, line, "error"), [built]
+    weights, weights_note = policy.describe(built)
 
     started = time.perf_counter()
     failure: BaseException | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            ep = torch.export.export(
-                built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict
-            ).run_decompositions({})
+            phase("tracing")
+            traced = torch.export.export(built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict)
+            phase("decompositions")
+            ep = traced.run_decompositions({})
         except BaseException as e:  # noqa: BLE001 - SystemExit in forward too
             failure = e
     export_ms = (time.perf_counter() - started) * 1000
@@ -157,9 +203,11 @@ def export_target(
     warning_texts = [str(w.message) for w in caught]
 
     if failure is not None:
-        found = diagnose_failure(failure, built, candidate, loaded, sources)
+        phase("analysing the failure")
+        found = diagnose_failure(failure, built, candidate, loaded, sources, policy)
         found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
-        return TargetResult(name, line, "error", export_ms, module_class=_class_line(type(built.module), sources)), found
+        result = TargetResult(name, line, "error", export_ms, module_class=_class_line(type(built.module), sources), weights=weights, weights_note=built.weights_note or weights_note)
+        return result, found
 
     from exportlens.core.export.extract import extract_signature, graph_text
 
@@ -181,11 +229,14 @@ def export_target(
     module_class = _class_line(type(built.module), sources)
     graph = graph_text(ep)
     mark(f"job: {name} checked, graph text")
-    result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class)
+    result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class, weights=weights, weights_note=weights_note)
     mark(f"job: {name} program encoded")
     if lower:  # after the export, in the same job: the same timeout and memory cap
         from exportlens.core.export.lowering import lower_target
 
+        built.weights_note = policy.require_values(built, "lowering runs the program on its weights to compare it with eager PyTorch") or ""
+        result = replace(result, weights_note=built.weights_note or weights_note)
+        phase("lowering: " + ", ".join(lower))
         return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded)
     return result, found
 
@@ -213,9 +264,12 @@ def _program_bytes(ep: Any, found: list[Diagnostic]) -> bytes:
         return b""
 
 
-def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: Sources | None = None) -> list[Diagnostic]:
+def diagnose_failure(
+    failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: Sources | None = None, policy: Policy | None = None
+) -> list[Diagnostic]:
     name, path, index = candidate.decl.name, loaded.path, loaded.index
     sources = sources or Sources(index, loaded.root)
+    policy = policy or Policy("real", DEFAULT_MEMORY_MB)
     facts = _facts(failure)
     code = analyze.classify(facts)
 
@@ -239,8 +293,14 @@ def diagnose_failure(failure: BaseException, built: Built, candidate: Candidate,
         # Run the model once as plain PyTorch: it tells a model that is simply
         # broken from one export rejects, and finds banned mutations' lines.
         from exportlens.core.export.mutations import run_eagerly
+        from exportlens.core.export.weights.fake import fake_caused
 
+        # Raises RealWeightsNeeded where real weights fit; else the run is fake, and
+        # what fake values cause is no finding.
+        built.weights_note = policy.require_values(built, "the eager run that explains why the export failed needs the weights' values") or ""
         eager = run_eagerly(built.module, built.args, built.kwargs, path, sources)
+        if eager.error is not None and built.weights == "fake" and fake_caused(eager.error):
+            eager.error = None
         banned = [m for m in eager.mutations if m.frame is not None]
         if banned:
             out = []

@@ -43,6 +43,7 @@ class Loaded:
     root: str | None = None  # the local modules' root
     modules_before: set[str] = field(default_factory=set)  # sys.modules before the file ran
     missing_modules: list[str] = field(default_factory=list)  # top-level names found nowhere
+    error: BaseException | None = None  # what running the file raised, if it did
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -142,6 +143,7 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
     try:
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
+        loaded.error = e
         loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index))
         missing = _missing_top_level(e)
         if missing:

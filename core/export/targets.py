@@ -36,6 +36,10 @@ class Built:
     kwargs: dict[str, Any] | None
     dynamic_shapes: Any
     strict: bool
+    # Whether the module's parameters, buffers and tensor attributes hold values:
+    # "real", or "fake" when large ones were built without (``core/export/weights``).
+    weights: str = "real"
+    weights_note: str = ""  # why values are not available where a step wanted them
 
 
 @dataclass

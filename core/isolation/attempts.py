@@ -6,6 +6,12 @@ records ``B`` as an error with the failure's diagnostic, keeps what the job alre
 finished, and forks a new job that skips both; a failure before any target started
 is file-level and ends the request. The results of every attempt are merged into
 one ``FileResult`` in the file's target order.
+
+A run with ``weights = "auto"`` may ask for targets (or the whole file) to be run
+again with real weights (``FileResult.fallbacks``, the policy's reasons; see
+``exportlens.core.export.weights``); so does a job that crashed while weights were
+fake, since a library handed a fake tensor may crash where it would run on a real one.
+The worker runs them again with ``weights = "real"`` and the real results replace them.
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ from typing import Callable
 
 from exportlens.core.isolation.failure import Failure, failure_diagnostic
 from exportlens.core.isolation.messages import ExportRequest
-from exportlens.core.isolation.pipes import Tail
+from exportlens.core.isolation.pipes import OUTPUT_TAIL, Tail
 from exportlens.core.isolation.supervise import Attempt
-from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
+from exportlens.core.model.results import Diagnostic, Fallback, FileResult, TargetDecl, TargetResult
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import complete_range
 
@@ -35,13 +41,75 @@ class Merged:
     decls: list[TargetDecl] | None = None
 
 
+CRASHED_FAKE = "the export process crashed while the model held fake tensors (a library may have wanted their data)"
+
+
 def run_request(request: ExportRequest, run_child: RunChild) -> FileResult | None:
-    """Run the request's targets, re-forking past any target that kills its job;
+    """Run the request's targets, re-forking past any target that kills its job, and
+    again with real weights where the weights policy asks; None when it was cancelled."""
+    started = time.monotonic()
+    done = _attempts(request, run_child)
+    if done is None:
+        return None
+    result, decls = done
+    for reason, names in _by_reason(result.fallbacks):
+        if names is None:  # the whole file
+            again = _attempts(replace(request, weights="real", why_real=reason), run_child)
+            if again is None:
+                return None
+            result = again[0]
+            break
+        others = tuple(d.name for d in decls if d.name not in names)
+        again = _attempts(replace(request, weights="real", why_real=reason, skip=(*request.skip, *others)), run_child)
+        if again is None:
+            return None
+        result = _merge_real(result, again[0], names, decls)
+    return replace(result, fallbacks=(), elapsed_ms=(time.monotonic() - started) * 1000)
+
+
+def _by_reason(fallbacks: tuple[Fallback, ...]) -> list[tuple[str, set[str] | None]]:
+    """One run per reason: the targets that fell back for it (None: the whole file)."""
+    whole = next((f.reason for f in fallbacks if f.target is None), None)
+    if whole is not None:
+        return [(whole, None)]
+    groups: dict[str, set[str]] = {}
+    for f in fallbacks:
+        groups.setdefault(f.reason, set()).add(f.target or "")
+    return list(groups.items())
+
+
+def _merge_real(first: FileResult, real: FileResult, names: set[str], decls: list[TargetDecl]) -> FileResult:
+    """``first`` with the targets ``names`` as the run with real weights found them."""
+    order = {d.name: i for i, d in enumerate(decls)}
+    targets = [t for t in first.targets if t.name not in names] + [t for t in real.targets if t.name in names]
+    depends = dict(zip(first.local_imports, first.local_import_hashes, strict=False))
+    for path, state in zip(real.local_imports, real.local_import_hashes, strict=False):
+        depends.setdefault(path, state)
+    written = dict(zip(first.written, first.written_hashes, strict=False))
+    for path, state in zip(real.written, real.written_hashes, strict=False):
+        written.setdefault(path, state)
+    return replace(
+        first,
+        diagnostics=first.diagnostics + tuple(d for d in real.diagnostics if d.target in names),
+        targets=tuple(sorted(targets, key=lambda t: order.get(t.name, len(order)))),
+        local_imports=tuple(sorted(depends)),
+        local_import_hashes=tuple(depends[p] for p in sorted(depends)),
+        written=tuple(sorted(written)),
+        written_hashes=tuple(written[p] for p in sorted(written)),
+        missing_modules=tuple(sorted({*first.missing_modules, *real.missing_modules})),
+        output_tail=(first.output_tail + real.output_tail)[-OUTPUT_TAIL:],
+        fallbacks=tuple(f for f in first.fallbacks if f.target not in names),
+    ).sorted()
+
+
+def _attempts(request: ExportRequest, run_child: RunChild) -> tuple[FileResult, list[TargetDecl]] | None:
+    """The request in as many job processes as it takes, and the file's targets;
     None when it was cancelled."""
     started = time.monotonic()
     merged = Merged()
     skip = list(request.skip)
     tail = Tail()
+    crashed: list[Fallback] = []  # what crashed with fake weights, to run with real ones
     while True:
         attempt = run_child(replace(request, skip=tuple(skip)), tail)
         if attempt.cancelled:
@@ -49,23 +117,31 @@ def run_request(request: ExportRequest, run_child: RunChild) -> FileResult | Non
         if attempt.decls is not None and merged.decls is None:
             merged.decls = attempt.decls
         if attempt.result is not None:
-            return _finish(request, merged, attempt.result, tail, started)
+            last = replace(attempt.result, fallbacks=attempt.result.fallbacks + tuple(crashed))
+            return _finish(request, merged, last, tail, started), list(merged.decls or ())
         for finished, found in attempt.done:
             merged.targets[finished.name] = finished
             merged.diagnostics.extend(found)
             skip.append(finished.name)
-        diagnostic = _diagnose(request, attempt, merged.decls, tail)
-        merged.diagnostics.append(diagnostic)
-        if attempt.current is None or attempt.current in skip:
-            # Before any target started (or a repeat): a file-level failure, stop.
-            return _finish(request, merged, FileResult(path=request.path), tail, started)
-        decl = _decl(merged.decls, attempt.current)
-        line = decl.line if decl else diagnostic.line
-        merged.targets[attempt.current] = TargetResult(attempt.current, line, "error")
-        skip.append(attempt.current)
+        if request.weights == "auto" and attempt.failure == "worker-crash":
+            crashed.append(Fallback(attempt.current, CRASHED_FAKE))
+            if attempt.current is None or attempt.current in skip:
+                return _finish(request, merged, FileResult(path=request.path, fallbacks=(Fallback(None, CRASHED_FAKE),)), tail, started), list(merged.decls or ())
+            skip.append(attempt.current)
+        else:
+            diagnostic = _diagnose(request, attempt, merged.decls, tail)
+            merged.diagnostics.append(diagnostic)
+            if attempt.current is None or attempt.current in skip:
+                # Before any target started (or a repeat): a file-level failure, stop.
+                return _finish(request, merged, FileResult(path=request.path), tail, started), list(merged.decls or ())
+            decl = _decl(merged.decls, attempt.current)
+            line = decl.line if decl else diagnostic.line
+            merged.targets[attempt.current] = TargetResult(attempt.current, line, "error")
+            skip.append(attempt.current)
         remaining = [d.name for d in merged.decls or () if d.name not in skip]
         if not remaining:
-            return _finish(request, merged, FileResult(path=request.path), tail, started)
+            last = FileResult(path=request.path, fallbacks=tuple(crashed))
+            return _finish(request, merged, last, tail, started), list(merged.decls or ())
 
 
 def _decl(decls: list[TargetDecl] | None, name: str | None) -> TargetDecl | None:
@@ -89,6 +165,7 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         written=last.written,
         written_hashes=last.written_hashes,
         missing_modules=last.missing_modules,
+        fallbacks=last.fallbacks,
         output_tail=tail.text(),  # the zygote saw all the output, the job none of it
         elapsed_ms=(time.monotonic() - started) * 1000,
     )

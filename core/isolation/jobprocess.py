@@ -174,6 +174,11 @@ def warm_up() -> str:
 
     # Nothing the zygote runs may start the OpenMP pool (see ``exportlens.core.isolation.zygote``).
     torch.set_num_threads(1)
+    # Before any model library is imported (here or in a job): one that binds
+    # ``safetensors.safe_open`` or torch's functions at its import binds these.
+    from exportlens.core.export.weights import install
+
+    install()
     prewarm()
     # Imported once here, shared by every fork. The job imports the extraction and
     # the program encoder only after a successful export; imported there, each job

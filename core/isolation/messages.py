@@ -28,6 +28,7 @@ job process -> zygote (a pipe per job)
     ``TargetsFound``  after discovery: every target the file declares
     ``TargetBegins``  before each target's export: a crash or hang from here on is
                       this target's, and its timeout starts now
+    ``Phase``         the file's or the target's next step (for progress)
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
     ``JobResult``     once, last: the file's result
 """
@@ -74,6 +75,8 @@ class ExportRequest:
     pyproject_targets: tuple[str, ...] = ()  # "path.py:function" entries
     lower: tuple[str, ...] = ()  # formats to lower each exported target to ("onnx"); () none
     keep_lowered: bool = False  # carry the lowered model's bytes in the result (``--save-onnx``)
+    weights: str = "auto"  # "auto": large tensors built fake where values are not needed; "real"
+    why_real: str = ""  # a run the worker repeats with real weights: why (``core/export/weights``)
 
 
 # ---------------------------------------------------------------- pool -> zygote
@@ -120,6 +123,7 @@ class Progress:
     target: str
     index: int | None = None  # 1-based position among the file's targets, when known
     total: int | None = None
+    phase: str = ""  # what the job is doing now ("tracing", "lowering: onnx"); "" at a target's start
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,16 @@ class TargetBegins:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """The job moved on to another step of the file or of ``target``: running the
+    file, building the model, tracing, decompositions, lowering."""
+
+    TAG: ClassVar[str] = "phase"
+    target: str | None
+    phase: str
+
+
+@dataclass(frozen=True)
 class TargetDone:
     TAG: ClassVar[str] = "done"
     target: TargetResult
@@ -165,12 +179,12 @@ class JobResult:
 
 ToWorker = Union[Export, Cancel, Exit]
 FromWorker = Union[WorkerReady, JobStarted, Progress, Finished]
-FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, TargetDone, JobResult]
+FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, JobResult]
 Message = Union[ToWorker, FromWorker, FromJob]
 
 _BY_TAG: dict[str, type[Any]] = {
     cls.TAG: cls
-    for cls in (Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, StandbyWarm, TargetsFound, TargetBegins, TargetDone, JobResult)
+    for cls in (Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, JobResult)
 }
 
 

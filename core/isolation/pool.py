@@ -55,7 +55,8 @@ class PoolEvent:
     """Something a front end may want to show while requests run.
 
     ``ready``: a worker finished warming up. ``begin``: request ``request_id`` starts
-    exporting ``target`` (``index`` of ``total``, 1-based, when the worker knows).
+    exporting ``target`` (``index`` of ``total``, 1-based, when the worker knows), or
+    moves on to its next ``phase`` ("tracing", "lowering: onnx"; "" at its start).
     ``restart``: a worker failed (``detail`` says why) and is being replaced.
     ``gave-up``: workers keep failing to start, or cannot be started at all
     (``detail`` says why); requests now fail at once. Said once per pool.
@@ -67,6 +68,7 @@ class PoolEvent:
     index: int | None = None
     total: int | None = None
     detail: str = ""
+    phase: str = ""
 
 
 class WorkerPool:
@@ -325,7 +327,7 @@ class WorkerPool:
             worker.job_pid = message.pid
         elif isinstance(message, Progress):
             # Also a heartbeat: last_heard is already updated.
-            self._emit(PoolEvent("begin", request_id=message.id, target=message.target, index=message.index, total=message.total))
+            self._emit(PoolEvent("begin", request_id=message.id, target=message.target, index=message.index, total=message.total, phase=message.phase))
         else:
             raise MessageError(f"{type(message).__name__} is not a message a worker sends")
 

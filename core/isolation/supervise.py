@@ -24,6 +24,7 @@ from exportlens.core.isolation.messages import (
     FromWorker,
     JobResult,
     MessageError,
+    Phase,
     Progress,
     TargetBegins,
     TargetDone,
@@ -151,6 +152,12 @@ def on_event(
         # index/total let the front end show "exporting Counter (1/2)".
         send(Progress(request.id, message.target, index, len(names) or None))
         return True
+    if isinstance(message, Phase):
+        names = [d.name for d in attempt.decls or ()]
+        target = message.target or ""
+        index = names.index(target) + 1 if target in names else None
+        send(Progress(request.id, target, index, len(names) or None, message.phase))
+        return False
     if isinstance(message, TargetDone):
         attempt.done.append((message.target, list(message.diagnostics)))
     elif isinstance(message, JobResult):

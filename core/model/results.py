@@ -142,6 +142,33 @@ class TargetResult:
     # (``path`` set when that is a local module, not the declaring file): where a
     # model module's view of this target shows its signature.
     module_class: SourceLine | None = None
+    # What the export was made from: "fake" (large tensors built without values, see
+    # ``exportlens.core.export.weights``) or "real"; None when no module was built.
+    weights: str | None = None
+    # Why, when there is something to say: why real weights were used (a fallback), or
+    # why values were not available to a step that wanted them.
+    weights_note: str = ""
+
+
+def weights_phrase(t: TargetResult) -> str | None:
+    """How the front ends name what a target's result was made from, when it is worth
+    saying: "fake weights" always (the model was built without values), "real
+    weights" when exportlens chose them (``weights_note`` says why); None otherwise."""
+    if t.weights == "fake":
+        return "fake weights"
+    if t.weights == "real" and t.weights_note:
+        return "real weights"
+    return None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A target (None: the whole file) that must run again with real weights, and why
+    (``exportlens.core.export.weights``). Only between a job and its worker: the worker
+    runs them again and the result it returns has none left."""
+
+    target: str | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -172,6 +199,8 @@ class FileResult:
     # a missing installed package is no file of the project, so the cache checks at
     # lookup that each is still not installed (``exportlens.core.cache.store``).
     missing_modules: tuple[str, ...] = ()
+    # Targets to run again with real weights (a job's result only; see ``Fallback``).
+    fallbacks: tuple[Fallback, ...] = ()
 
     @property
     def has_errors(self) -> bool:
@@ -196,7 +225,9 @@ __all__ = [
     "CODES",
     "DOCS_URL",
     "VARIABLE_SEVERITY",
+    "weights_phrase",
     "Diagnostic",
+    "Fallback",
     "FileResult",
     "Related",
     "TargetDecl",

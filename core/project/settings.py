@@ -34,6 +34,10 @@ DEFAULT_TIMEOUT_S = 120.0  # seconds per target, wall clock
 DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
 DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
 DEFAULT_LOWER: tuple[str, ...] = ()  # lowering is opt-in: it costs a conversion and a run per target
+# How a model's weights are made (``exportlens.core.export.weights``): "auto" builds large
+# tensors without values where no step needs them; "real" always materialises them.
+WEIGHTS_CHOICES: tuple[str, ...] = ("auto", "real")
+DEFAULT_WEIGHTS = "auto"
 # The range of each limit, for every front end (pyproject, CLI flags, editor settings).
 TIMEOUT_RANGE_S = (0.1, 86_400.0)  # a tenth of a second to a day
 MEMORY_RANGE_MB = (64, 1 << 22)  # 64 MiB to 4 TiB
@@ -54,6 +58,7 @@ class ProjectSettings:
     cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
     targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
     lower: tuple[str, ...] | None = None  # formats to lower to (``lower = ["onnx"]``)
+    weights: str | None = None  # "auto" or "real" (``weights = "real"``)
     problem: str | None = None  # why the section, or its targets, were ignored
     ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
 
@@ -124,6 +129,7 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     strict = section.get("strict")
     cache_dir = section.get("cache_dir")
     lower, bad_lower = _lower(pyproject, section.get("lower"))
+    weights, bad_weights = _weights(pyproject, section.get("weights"))
     targets: tuple[str, ...] = ()
     if problem is None:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
@@ -135,8 +141,9 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         cache_dir=os.path.join(base, os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
         targets=targets,
         lower=lower,
+        weights=weights,
         problem=problem,
-        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower) if why),
+        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights) if why),
     )
 
 
@@ -162,6 +169,16 @@ def _lower(pyproject: str, value: Any) -> tuple[tuple[str, ...] | None, str | No
         return tuple(dict.fromkeys(value)), None
     known = ", ".join(repr(f) for f in LOWER_FORMATS)
     return None, f"{pyproject}: [tool.exportlens] lower = {value!r} is not a list of formats ({known}); it is ignored"
+
+
+def _weights(pyproject: str, value: Any) -> tuple[str | None, str | None]:
+    """``weights = "auto" | "real"``; anything else is ignored and said, as for ``lower``."""
+    if value is None:
+        return None, None
+    if isinstance(value, str) and value in WEIGHTS_CHOICES:
+        return value, None
+    known = " or ".join(repr(w) for w in WEIGHTS_CHOICES)
+    return None, f"{pyproject}: [tool.exportlens] weights = {value!r} is not {known}; it is ignored"
 
 
 def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None]:

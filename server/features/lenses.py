@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from exportlens.core.model.results import FileResult, TargetResult
+from exportlens.core.model.results import FileResult, TargetResult, weights_phrase
 from exportlens.server.positions import split_lines
 
 if TYPE_CHECKING:
@@ -57,6 +57,9 @@ def status_title(t: TargetResult, result: FileResult, cached: bool) -> str:
     mutated = sum(s.kind in ("BUFFER_MUTATION", "USER_INPUT_MUTATION", "PARAMETER_MUTATION") for s in sig.outputs)
     if mutated:
         parts.append(f"{mutated} mutated")
+    weights = weights_phrase(t)
+    if weights:
+        parts.insert(0, weights)
     took = f" in {t.export_ms:.0f} ms" if t.export_ms is not None else ""
     return f"✓ {t.name} exported{took}{' (cached)' if cached else ''} · {' · '.join(parts)}"
 

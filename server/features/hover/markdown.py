@@ -176,9 +176,23 @@ def diagnostic_text(d: Diagnostic) -> str:
     return text
 
 
+def weights_text(target: TargetResult) -> str | None:
+    """Which weights the export was made from, and why when exportlens chose."""
+    if target.weights is None:
+        return None
+    if target.weights == "fake":
+        text = "Built with fake weights: shapes and dtypes without values (the export never reads them)."
+    else:
+        text = "Built with real weights."
+    return f"{text} {target.weights_note[0].upper()}{target.weights_note[1:]}." if target.weights_note else text
+
+
 def target_hover(target: TargetResult, errors: Sequence[Diagnostic]) -> str:
-    """The target line's hover: status and time, the whole signature or the errors."""
+    """The target line's hover: status and time, the weights, the whole signature or the errors."""
     parts = [target_title(target)]
+    weights = weights_text(target)
+    if weights:
+        parts.append(weights)
     if target.lowering is not None:
         parts.append(lowering_text(target.lowering))
     if target.signature is not None:

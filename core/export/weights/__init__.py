@@ -1,0 +1,211 @@
+"""How a job makes a model's weights -- fake or real -- and why a run fell back.
+
+The one owner of that choice: the job asks it, nothing else branches on "fake".
+
+``weights = "auto"`` (the default): user code runs (the file, a target's build) inside
+:meth:`Policy.constructing`, where the large tensors a module's construction makes and
+the large checkpoints it reads are fake: shape, dtype and device, no values
+(``fake.py``, ``checkpoints.py``; ``patches.py`` for the two places torch cannot
+handle one). The export is the same -- torch fakifies every weight anyway -- at a
+fraction of the time and memory. Where values matter, the policy asks for the run to
+be repeated with real weights, by raising :class:`RealWeightsNeeded` with the
+sentence that says why; the job records it (``FileResult.fallbacks``) and the worker
+runs the file again with ``weights = "real"`` for those targets
+(``exportlens.core.isolation.attempts``). That happens when
+
+- running the file, or building a target, failed because a value was read from a fake
+  tensor (``.item()``, ``.tolist()``, ``.numpy()``, a library wanting its storage);
+- an example input is fake (a view of a fake tensor too): torch must see the input
+  the user made, and the eager runs below need its values;
+- values are needed after the export: the eager run that explains a failed export,
+  lowering that runs the program and compares it with eager.
+
+-- unless real weights would not fit in the job's memory cap (what the fakes stand for,
+plus a margin for torch itself): then the run stays fake and says so (``weights_note``),
+rather than end in ``out-of-memory``.
+
+``weights = "real"``: nothing is fake; the run is what it was before weights existed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from exportlens.core.model.results import Diagnostic, Fallback
+
+if TYPE_CHECKING:
+    from exportlens.core.export.targets import Built
+    from exportlens.core.export.weights.fake import FakeWeights
+    from exportlens.core.isolation.messages import ExportRequest
+
+# Tensors from this size up are made fake (1 MiB): every weight matrix of a model worth
+# the trouble, none of the small tables a constructor computes with. The environment
+# variable is for tests, which build everything fake to compare with real weights.
+FAKE_MIN_BYTES = int(os.environ.get("EXPORTLENS_FAKE_MIN_BYTES", str(1 << 20)))
+# Real weights fit when what the fakes stand for, plus this for torch and the export
+# itself, stays under the job's memory cap.
+REAL_MARGIN_BYTES = 1 << 30
+
+
+class RealWeightsNeeded(Exception):
+    """This run must be repeated with real weights; ``reason`` says why, for the user."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 30):.1f} GB" if nbytes >= 1 << 30 else f"{nbytes / (1 << 20):.0f} MB"
+
+
+@dataclass
+class Policy:
+    choice: str  # "auto" or "real", as the user set it
+    memory_mb: int
+    why_real: str = ""  # set on a run the worker repeats with real weights: why
+    fake: FakeWeights | None = None
+
+    @classmethod
+    def for_request(cls, request: ExportRequest) -> Policy:
+        policy = cls(request.weights, request.limits.memory_mb, request.why_real)
+        if policy.choice == "auto":
+            from exportlens.core.export.weights.fake import FakeWeights
+
+            policy.fake = FakeWeights(FAKE_MIN_BYTES)
+        return policy
+
+    # -- while user code runs ------------------------------------------------------
+
+    @contextlib.contextmanager
+    def constructing(self) -> Iterator[None]:
+        """The window in which the user's file runs or a target is built."""
+        if self.fake is None:
+            yield
+            return
+        import torch._functorch.config as functorch_config
+
+        from exportlens.core.export.weights import checkpoints
+
+        install()
+        checkpoints.active = self.fake
+        try:
+            # A library reading a fake tensor's data pointer gets an error, not 0.
+            with functorch_config.patch(fake_tensor_allow_unsafe_data_ptr_access=False), self.fake.constructing():
+                yield
+        finally:
+            checkpoints.active = None
+
+    def after_failure(self, error: BaseException, where: str | None = None) -> str | None:
+        """For a failure of the file or of a build (``where``: its line, ``file.py:N``):
+        raise :class:`RealWeightsNeeded` when a fake tensor caused it and real weights
+        fit; else a note to add to the failure's message when it did (None when fake
+        tensors are not the cause)."""
+        from exportlens.core.export.weights.fake import fake_caused
+
+        if self.fake is None or not self.fake.made or not fake_caused(error):
+            return None
+        at = f"`{where}`" if where else "the code"
+        return self._fall_back(f"{at} needs the values of a large tensor, which is built without them by default")
+
+    def inspect(self, built: Built) -> Built:
+        """``built`` with ``weights`` set; raises :class:`RealWeightsNeeded` for a fake example input."""
+        if self.fake is None:
+            built.weights = "real"
+            return built
+        import torch
+        from torch.utils import _pytree as pytree
+
+        notes = self._constants_real(built.module)
+        state: list[Any] = [*built.module.parameters(), *built.module.buffers()]
+        built.weights = "fake" if any(self.fake.is_fake(t) for t in state) else "real"
+        inputs = [leaf for leaf in pytree.tree_leaves((built.args, built.kwargs or {})) if isinstance(leaf, torch.Tensor)]
+        if any(self.fake.is_fake(t) or self.fake.is_fake(getattr(t, "_base", None)) for t in inputs):
+            notes.append(self._fall_back("an example input was built as a fake tensor, and torch must see the input as you made it"))
+        built.weights_note = "; ".join(notes)
+        return built
+
+    def _constants_real(self, module: Any) -> list[str]:
+        """Make each fake plain tensor attribute (a constant to torch.export, whose
+        values torch computes with) real again by its recipe. One that has none (written
+        to after it was made, or computed from a weight) raises :class:`RealWeightsNeeded`;
+        where real weights do not fit, it is made of zeros, and the note says so."""
+        assert self.fake is not None
+        notes = []
+        for owner, name, value in _tensor_attributes(module):
+            if not self.fake.is_fake(value):
+                continue
+            real = self.fake.real_again(value)
+            if real is None:
+                note = self._fall_back(f"the tensor attribute `{name}` (a constant to torch.export, which computes with its values) was built fake and changed afterwards")
+                import torch
+
+                real = torch.zeros(value.shape, dtype=value.dtype)
+                notes.append(f"{note}; it was exported as zeros")
+            vars(owner)[name] = real
+        return notes
+
+    def require_values(self, built: Built, why: str) -> str | None:
+        """Before a step that needs the weights' values (``why`` says which): raises
+        :class:`RealWeightsNeeded` when they are fake and real ones fit; returns why
+        they are not available when they do not; None when they are real."""
+        if built.weights != "fake":
+            return None
+        return self._fall_back(why)
+
+    def _fall_back(self, why: str) -> str:
+        assert self.fake is not None
+        need = self.fake.made_bytes + REAL_MARGIN_BYTES
+        if need <= self.memory_mb << 20:
+            raise RealWeightsNeeded(why)
+        return (
+            f"the model was built with fake weights, and {why}; with real weights it would need about "
+            f"{_gib(need)}, over the memory cap of {self.memory_mb} MB (memory_mb): raise the cap to use real weights"
+        )
+
+    # -- what the result says ---------------------------------------------------------
+
+    def describe(self, built: Built | None) -> tuple[str | None, str]:
+        """``(weights, note)`` for a target's result: "fake" or "real" (None: never
+        built), and why, when there is something to say."""
+        if built is None:
+            return None, ""
+        if self.why_real:
+            return "real", f"built with real weights: {self.why_real}"
+        return built.weights, built.weights_note
+
+
+def annotate(diagnostic: Diagnostic, note: str | None) -> Diagnostic:
+    """A failure's diagnostic with the policy's note on why real weights were not used."""
+    if not note:
+        return diagnostic
+    from dataclasses import replace
+
+    return replace(diagnostic, message=f"{diagnostic.message}\n{note}")
+
+
+def fallbacks(needed: dict[str | None, str]) -> tuple[Fallback, ...]:
+    return tuple(Fallback(target, reason) for target, reason in needed.items())
+
+
+def _tensor_attributes(module: Any) -> Iterator[tuple[Any, str, Any]]:
+    """``(module, name, tensor)`` for each plain tensor attribute of a module tree
+    (not a parameter or buffer: a constant to torch.export)."""
+    import torch
+
+    for sub in module.modules():
+        for name, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and not name.startswith("_"):
+                yield sub, name, value
+
+
+def install() -> None:
+    """Install the torch patches (``patches.py``) and the checkpoint readers, once."""
+    from exportlens.core.export.weights import checkpoints, patches
+
+    patches.install(checkpoints.fake_load)
+    checkpoints.install_safetensors()
