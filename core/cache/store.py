@@ -75,6 +75,8 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
 STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
 EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
+FOLDER_MODE = 0o700  # the cache folder and its shards, when this cache creates them
+FILE_MODE = 0o600  # every cache file
 
 _CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest|tokens)$")
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
@@ -404,14 +406,18 @@ class ResultCache:
 
     def _ensure_directory(self) -> None:
         if not self.directory.is_dir():
-            self.directory.mkdir(parents=True, exist_ok=True)
+            # 0700, its shards too, and every file 0600: on a shared machine other
+            # users can neither read the results nor plant entries. A folder that
+            # exists is left as its owner made it (a team may share one on purpose);
+            # its entries are decoded as hostile bytes either way.
+            self.directory.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
         tag = self.directory / "CACHEDIR.TAG"  # backup tools skip a tagged folder
         if not tag.exists():
             self._write(tag, _TAG.encode())
 
     def _write(self, path: Path, data: bytes) -> int:
-        path.parent.mkdir(exist_ok=True)
-        write_atomic(path, data, prefix=_TEMP_PREFIX)
+        path.parent.mkdir(exist_ok=True, mode=FOLDER_MODE)
+        write_atomic(path, data, prefix=_TEMP_PREFIX, mode=FILE_MODE)
         return len(data)
 
     def _account(self, written: int) -> None:

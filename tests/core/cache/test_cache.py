@@ -10,6 +10,7 @@ import hashlib
 import logging
 import multiprocessing
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -335,6 +336,34 @@ def test_an_unwritable_folder_logs_and_returns(project: Project, tmp_path: Path,
     assert cache.lookup(project.request()) is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "cannot write" in warnings[0].getMessage()  # once, not per file
+
+
+def test_the_folder_is_private_and_its_files_too_whatever_the_umask(project: Project, tmp_path: Path) -> None:
+    # Other users of a shared machine can neither read results nor plant entries.
+    cache = ResultCache(tmp_path / "made" / "by" / "cache")
+    old = os.umask(0)  # the most permissive: what the cache makes private, it makes so itself
+    try:
+        cache.store(project.request(), project.result())
+        cache.store(project.request(source=MODEL + "# another\n"), project.result())
+    finally:
+        os.umask(old)
+    assert cache.lookup(project.request()) is not None
+    folders = [cache.directory, *(p for p in cache.directory.rglob("*") if p.is_dir())]
+    files = [p for p in cache.directory.rglob("*") if p.is_file()]
+    assert len(folders) > 1 and {p.name for p in files} >= {"CACHEDIR.TAG"} and any(p.suffix == ".entry" for p in files)
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in folders} == {"0o700"}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {"0o600"}
+
+
+def test_a_folder_that_exists_keeps_its_mode(project: Project, tmp_path: Path) -> None:
+    # A folder someone made (perhaps shared on purpose) is not changed; its entries
+    # are decoded as hostile bytes either way.
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o750)
+    ResultCache(folder).store(project.request(), project.result())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o750
+    assert {stat.S_IMODE(p.stat().st_mode) for p in folder.rglob("*") if p.is_file()} == {0o600}
 
 
 def test_no_temporary_files_are_left(project: Project, cache: ResultCache) -> None:
