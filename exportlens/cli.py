@@ -86,10 +86,19 @@ def _parser() -> argparse.ArgumentParser:
         p = cache_sub.add_parser(action, help=help_text)
         p.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
 
-    serve = sub.add_parser("serve", help="the language server on stdio")
-    serve.add_argument("--tcp", metavar="HOST:PORT", default=None)
+    serve = sub.add_parser("serve", help="the language server on stdio (or a socket)", description=_SERVE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--tcp", metavar="HOST:PORT", default=None, help="listen on HOST:PORT instead of stdio (port 0: any free port, printed on stderr); each connection must pass the token in initialize; HOST must be a loopback address unless --allow-remote")
+    where.add_argument("--socket", metavar="PATH", default=None, help="listen on a Unix domain socket at PATH, created with mode 0600 (only you can connect: no token); removed at exit")
+    serve.add_argument("--token-file", metavar="FILE", default=None, help="--tcp: the token is the first line of FILE (default: $EXPORTLENS_TOKEN, else one generated and printed on stderr)")
+    serve.add_argument("--allow-remote", action="store_true", help="--tcp: allow a HOST that is not loopback; the token is still required and the traffic is NOT encrypted (prefer an SSH tunnel)")
     return parser
 
+
+_SERVE_DESCRIPTION = """The language server. Every file a client opens has its model code run, so a
+socket server admits a connection only by its first message: initialize, with
+--tcp the token in "initializationOptions": {"exportlens": {"token": "..."}}.
+One client is served at a time; the server exits when it disconnects."""
 
 _PATHS_HELP = "files and folders to check (default: the project of the current folder: the nearest pyproject.toml or .git)"
 
@@ -214,7 +223,7 @@ def run(argv: list[str]) -> int:
         return _cache_command(args.action, args.cache_dir)
     from exportlens.server.app import main
 
-    return main(args.tcp)
+    return main(args.tcp, socket_path=args.socket, token_file=args.token_file, allow_remote=args.allow_remote)
 
 
 _LOG = LogHandler(sys.stderr)

@@ -27,8 +27,9 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
-from exportlens.server import exports, framing, views
+from exportlens.server import auth, exports, framing, listener, views
 from exportlens.server.config import Settings, overrides
+from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
 from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
@@ -250,19 +251,27 @@ def quiet_invalid_params(record: logging.LogRecord) -> bool:
     return True
 
 
-def main(tcp: str | None = None) -> int:
-    """Run the server on stdio, or on ``HOST:PORT`` with ``tcp``; the exit code."""
+def main(tcp: str | None = None, *, socket_path: str | None = None, token_file: str | None = None, allow_remote: bool = False) -> int:
+    """Run the server on stdio, on ``HOST:PORT`` with ``tcp`` (a token required), or on
+    the Unix socket ``socket_path``; the exit code."""
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("EXPORTLENS_LOG_LEVEL", "WARNING").upper(), format="exportlens %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(quiet_invalid_params)
+    endpoint: Endpoint | None = None
+    if tcp is not None or socket_path is not None or token_file is not None or allow_remote:
+        try:
+            # Before the server exists: nothing listens until every check passed,
+            # and no thread runs while the socket file is made (the umask).
+            endpoint = open_endpoint(tcp=tcp, socket_path=socket_path, token_file=token_file, allow_remote=allow_remote, environ=os.environ)
+        except EndpointError as e:
+            print(f"exportlens serve: {e}", file=sys.stderr)
+            return 2
+    os.environ.pop(auth.ENV, None)  # the workers, which run model code, need not see it
     server = create_server()
     try:
-        if tcp:
-            host, _, port = tcp.rpartition(":")
-            if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-                print(f"exportlens serve: --tcp expects HOST:PORT with a port from 1 to 65535, got {tcp!r}", file=sys.stderr)
-                return 2
-            server.start_tcp(host or "127.0.0.1", int(port))
+        if endpoint is not None:
+            endpoint.announce()
+            listener.run(server, endpoint)
         else:
             stdout = sys.stdout.buffer
             sys.stdout = sys.stderr  # a stray print must never corrupt the LSP stream
@@ -271,4 +280,6 @@ def main(tcp: str | None = None) -> int:
         server.bridge.close_now()
         if server.watcher is not None:
             server.watcher.close()
+        if endpoint is not None:
+            endpoint.close()
     return 0

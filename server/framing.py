@@ -94,6 +94,15 @@ class FrameDecoder:
         self._scanned = 0  # bytes of the current body already searched for a frame header
 
     @property
+    def max_body(self) -> int:
+        """The largest Content-Length taken as a frame; a larger one is skipped as corrupt."""
+        return self._max_body
+
+    @max_body.setter
+    def max_body(self, value: int) -> None:
+        self._max_body = value
+
+    @property
     def pending(self) -> int:
         """Bytes received but not yet part of a message."""
         return len(self._buffer)
@@ -205,6 +214,12 @@ def _first_message(data: bytes) -> tuple[Any, int]:
     if not isinstance(value, dict):
         return MORE, 0
     return value, len(text[:end].encode("utf-8"))
+
+
+def encode(message: Any) -> bytes:
+    """One message as a frame (the messages pygls does not send itself)."""
+    body = json.dumps(message).encode("utf-8")
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
 # ---------------------------------------------------------------- stdio
