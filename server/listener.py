@@ -63,6 +63,7 @@ class Listener:
             loop.add_signal_handler(signal.SIGTERM, self.finished.set)  # exit through the cleanup (the socket file)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
+        loop.set_exception_handler(self._on_loop_error)
         try:
             await self.finished.wait()
         finally:
@@ -70,6 +71,15 @@ class Listener:
                 server.close()
             for task in list(self._waiting):
                 task.cancel()
+
+    def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # A client that closes the connection while its shutdown request runs (Neovim
+        # at exit does) ends the session; the handler is cancelled on the way out,
+        # which is no error worth a traceback.
+        if self.finished.is_set() and isinstance(context.get("exception"), asyncio.CancelledError):
+            log.debug("cancelled at exit: %s", context.get("message"))
+            return
+        loop.default_exception_handler(context)
 
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -101,7 +111,12 @@ class Listener:
                 return
             session = True
             self._waiting.discard(task)
-            await self._serve(peer, reader, writer, decoder, admission.message)
+            try:
+                await self._serve(peer, reader, writer, decoder, admission.message)
+            except SystemExit:
+                # pygls' ``exit`` handler exits the process from inside the handler;
+                # here it ends the session (as stdin closing does on stdio).
+                log.info("the client at %s sent exit", peer)
         except (ConnectionError, OSError) as e:
             log.info("the connection from %s failed: %s", peer, e)
         except Exception:  # noqa: BLE001 - one connection must not end the server

@@ -65,3 +65,20 @@ def torch_text(signature: dict[str, Any]) -> str:
         target = "" if s["target"] is None else f" target='{s['target']}'"
         outs.append(f"{s['name']}: {s['kind']}{target}")
     return "\n# inputs\n" + "\n".join(ins) + "\n\n# outputs\n" + "\n".join(outs) + "\n"
+
+
+def session_members(sid: int) -> list[str]:
+    """Processes still in session ``sid`` (nvim's: the server and its workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            found.append(f"{entry.name}: {cmdline}")
+    return found

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, check_json
+from tests.conftest import EXAMPLES, ROOT, check_json, session_members
+from tests.server.listening import ServerProcess
 
 NVIM_TESTS = Path(__file__).resolve().parent / "nvim"
 PLUGIN = ROOT / "editors" / "nvim"
@@ -135,23 +136,6 @@ class Session:
         if self.lsp_log.strip():
             lines.append(f"lsp.log (tail):\n{self.lsp_log[-6000:]}")
         return "\n".join(lines)
-
-
-def session_members(sid: int) -> list[str]:
-    """Processes still in session ``sid`` (nvim's: the server and its workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(f"{entry.name}: {cmdline}")
-    return found
 
 
 def kill_session(sid: int) -> None:
@@ -382,3 +366,22 @@ def test_config_and_help(project: Path, expected: Path, tmp_path: Path) -> None:
         ":help exportlens-graph-view opens exportlens.txt",
         ":help :ExportlensNodes opens exportlens.txt",
     )
+
+
+@pytest.mark.parametrize("transport", ["tcp", "socket"])
+def test_neovim_connects_to_a_listening_server(transport: str, project: Path, expected: Path, tmp_path: Path) -> None:
+    """The docs' Neovim configuration for a server that is already running:
+    ``cmd = vim.lsp.rpc.connect(...)``, the token in ``init_options`` (``--tcp``)."""
+    token = "nvim-token-0123456789abcdef"
+    if transport == "tcp":
+        server = ServerProcess("--tcp", "127.0.0.1:0", cwd=project, env={"EXPORTLENS_TOKEN": token})
+    else:
+        server = ServerProcess("--socket", str(tmp_path / "s.sock"), cwd=project)
+    try:
+        where = server.listening()
+        session = run_scenario("connect", project, expected, tmp_path, env={"EXPORTLENS_NVIM_CONNECT": where, "EXPORTLENS_NVIM_TOKEN": token})
+        assert_passed(session, "the client connects to the running server", "counter.py over the socket: the same diagnostics as the CLI")
+        assert server.wait() == 0, server.stderr  # Neovim's exit ended the session, and the server with it
+        assert "refused" not in server.stderr and "Traceback" not in server.stderr, server.stderr
+    finally:
+        server.stop()

@@ -21,7 +21,6 @@ import socket
 import stat
 import subprocess
 import sys
-import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -31,13 +30,13 @@ from lsprotocol import types
 from pygls.io_ import run_async
 
 from exportlens.server.framing import MORE, FrameDecoder
+from tests.server.listening import ServerProcess
 from tests.server.lsp_client import EXAMPLES, SERVE, WAIT_S, Doc, RecordingClient, capabilities, make_client
 
 pytestmark = pytest.mark.adversarial
 
 TOKEN = "e2e-token-0123456789abcdef"
 ANSWER_S = 60.0  # generous: a loaded 2-core machine; an answer normally takes milliseconds
-LISTENING = re.compile(r"exportlens serve: listening on (\S+?)(?:,| |$)")
 
 MARKER_MODEL = """import pathlib
 
@@ -71,62 +70,6 @@ def initialize(root: Path, options: dict[str, Any] | None, msg_id: Any = 0) -> d
 def did_open(path: Path) -> dict[str, Any]:
     item = {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}
     return {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}}
-
-
-class ServerProcess:
-    """``exportlens serve ARGS`` with stderr collected; ``address`` once it listens."""
-
-    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None, umask: int = 0) -> None:
-        full = dict(os.environ, PYTHONWARNINGS="ignore", EXPORTLENS_LOG_LEVEL="WARNING")
-        full.pop("EXPORTLENS_TOKEN", None)
-        full.update(env or {})
-        # umask 0: what the server makes private, it makes private itself.
-        self.proc = subprocess.Popen([sys.executable, *SERVE, *args], cwd=cwd, env=full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, umask=umask)
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            with self._changed:
-                self.lines.append(raw.decode(errors="replace"))
-                self._changed.notify_all()
-        with self._changed:
-            self.lines.append("")  # EOF
-            self._changed.notify_all()
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.lines)
-
-    def wait_line(self, pattern: str, timeout: float = ANSWER_S) -> re.Match[str]:
-        with self._changed:
-            found = self._changed.wait_for(lambda: next((m for line in self.lines if (m := re.search(pattern, line))), None) or (self.lines and self.lines[-1] == ""), timeout)
-            match = next((m for line in self.lines if (m := re.search(pattern, line))), None)
-        if match is None:
-            raise AssertionError(f"no line matching {pattern!r} (exit {self.proc.poll()}, found {found!r}); stderr: {self.stderr[-3000:]}")
-        return match
-
-    def listening(self) -> str:
-        return self.wait_line(LISTENING.pattern).group(1)
-
-    def address(self) -> tuple[str, int]:
-        host, _, port = self.listening().rpartition(":")
-        return host.strip("[]"), int(port)
-
-    def wait(self, timeout: float = ANSWER_S) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"the server did not exit; stderr: {self.stderr[-3000:]}") from None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class Raw:
@@ -295,6 +238,8 @@ async def test_only_the_right_token_runs_anything_and_then_everything_works(work
             await client.diagnostics_for(opened.uri, 1)
             assert marker.read_text() == "imported by an export"
         assert await asyncio.to_thread(server.wait) == 0  # the session ended: the server exits, as on stdio
+        assert "Traceback" not in server.stderr, server.stderr
+        assert await asyncio.to_thread(server.leftovers) == []  # and its workers with it
     finally:
         server.stop()
     # One initialize was acted on, the editor's: nothing else looked for a model to warm.
@@ -421,6 +366,8 @@ async def test_a_unix_socket_is_private_and_works_end_to_end(workspace: tuple[Pa
             doc.open()
             assert [d.code for d in await client.diagnostics_for(doc.uri, 1, WAIT_S)] == ["mutation/buffer"]
         assert await asyncio.to_thread(server.wait) == 0
+        assert "Traceback" not in server.stderr, server.stderr
+        assert await asyncio.to_thread(server.leftovers) == []
     finally:
         server.stop()
     assert not path.exists()  # removed at exit

@@ -18,6 +18,16 @@ vim.lsp.config('exportlens', {
   init_options = { exportlens = { debounceMs = 100 } },
   settings = { exportlens = { workers = 1 } },
 })
+-- A server already listening (`exportlens serve --tcp` or `--socket`), connected to as
+-- docs/editors.md shows: `HOST:PORT` or a socket path, and the token for --tcp.
+local connect = vim.env.EXPORTLENS_NVIM_CONNECT
+if connect and connect ~= '' then
+  local host, port = connect:match('^(.*):(%d+)$')
+  vim.lsp.config('exportlens', {
+    cmd = host and vim.lsp.rpc.connect(host, tonumber(port)) or vim.lsp.rpc.connect(connect),
+    init_options = { exportlens = { token = vim.env.EXPORTLENS_NVIM_TOKEN } },
+  })
+end
 -- A scenario's own settings on top (JSON), as a user's vim.lsp.config would add them.
 if vim.env.EXPORTLENS_NVIM_SETTINGS and vim.env.EXPORTLENS_NVIM_SETTINGS ~= '' then
   vim.lsp.config('exportlens', { settings = { exportlens = vim.json.decode(vim.env.EXPORTLENS_NVIM_SETTINGS) } })

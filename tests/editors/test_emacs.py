@@ -1,0 +1,88 @@
+"""Emacs' eglot connected to a running ``exportlens serve --tcp``, configured as
+docs/editors.md shows (``:process`` with ``open-network-stream``, the token in
+``:initializationOptions``), in the real ``emacs --batch``.
+
+The scenario is ``emacs/eglot_connect.el``: open a model, wait for its diagnostics,
+shut the server down. Skipped, with the reason, where Emacs or its eglot package is
+not installed (eglot comes with Emacs 29+, or the elpa-eglot package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.server.listening import ServerProcess
+
+SCENARIO = Path(__file__).resolve().parent / "emacs" / "eglot_connect.el"
+WAIT_S = 240  # the first export warms a worker up on a loaded machine
+TOKEN = "emacs-token-0123456789abcdef"
+
+
+def emacs_with_eglot() -> str:
+    emacs = shutil.which("emacs")
+    if emacs is None:
+        pytest.skip("emacs is not installed")
+    # -q, not -Q: the site start file puts the system's elpa packages (elpa-eglot) on the load-path.
+    probe = subprocess.run([emacs, "--batch", "-q", "--eval", "(require 'eglot)"], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        pytest.skip(f"this Emacs has no eglot: {probe.stderr.strip()[-200:]}")
+    return emacs
+
+
+def run_eglot(emacs: str, project: Path, port: int, token: str, tmp_path: Path) -> dict:
+    result = tmp_path / "result.json"
+    env = dict(
+        os.environ,
+        HOME=str(tmp_path / "home"),  # no user init, no state in the user's folders
+        EXPORTLENS_EMACS_PORT=str(port),
+        EXPORTLENS_EMACS_TOKEN=token,
+        EXPORTLENS_EMACS_MODEL=str(project / "counter.py"),
+        EXPORTLENS_EMACS_RESULT=str(result),
+        EXPORTLENS_EMACS_WAIT_S=str(WAIT_S),
+    )
+    proc = subprocess.run([emacs, "--batch", "-q", "-l", str(SCENARIO)], cwd=project, env=env, capture_output=True, text=True, timeout=WAIT_S + 120)
+    assert result.exists(), f"emacs wrote no result (exit {proc.returncode}): {proc.stderr[-3000:]}"
+    return json.loads(result.read_text())
+
+
+def test_eglot_with_the_token_gets_diagnostics(tmp_path: Path) -> None:
+    emacs = emacs_with_eglot()
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(EXAMPLES / "counter.py", project / "counter.py")
+    (tmp_path / "home").mkdir()
+    server = ServerProcess("--tcp", "127.0.0.1:0", cwd=project, env={"EXPORTLENS_TOKEN": TOKEN})
+    try:
+        _, port = server.address()
+        got = run_eglot(emacs, project, port, TOKEN, tmp_path)
+        assert got["error"] is None, got
+        assert got["published"][0] == {"uri": (project / "counter.py").as_uri(), "codes": ["mutation/buffer"]}, got
+        assert server.wait() == 0, server.stderr  # eglot's shutdown and exit ended the session
+        assert "Traceback" not in server.stderr and "refused" not in server.stderr, server.stderr
+    finally:
+        server.stop()
+
+
+def test_eglot_with_a_wrong_token_is_refused_and_told_why(tmp_path: Path) -> None:
+    emacs = emacs_with_eglot()
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(EXAMPLES / "counter.py", project / "counter.py")
+    (tmp_path / "home").mkdir()
+    server = ServerProcess("--tcp", "127.0.0.1:0", cwd=project, env={"EXPORTLENS_TOKEN": TOKEN})
+    try:
+        _, port = server.address()
+        got = run_eglot(emacs, project, port, TOKEN + "x", tmp_path)
+        assert not got["published"], got  # (null: eglot never got as far as a notification)
+        assert got["error"] is not None and "wrong token" in got["error"], got
+        assert server.proc.poll() is None  # still waiting for a client with the token
+        assert "initialize with a wrong token" in server.stderr, server.stderr
+    finally:
+        server.stop()
