@@ -38,9 +38,10 @@ pytestmark = pytest.mark.adversarial
 TOKEN = "e2e-token-0123456789abcdef"
 ANSWER_S = 60.0  # generous: a loaded 2-core machine; an answer normally takes milliseconds
 
-MARKER_MODEL = """import pathlib
+MARKER_MODEL = """import os
+import pathlib
 
-pathlib.Path({marker!r}).write_text("imported by an export")
+pathlib.Path({marker!r}).write_text("imported by an export; token: " + os.environ.get("EXPORTLENS_TOKEN", "none"))
 
 import torch
 
@@ -236,7 +237,7 @@ async def test_only_the_right_token_runs_anything_and_then_everything_works(work
             opened = Doc(client, marker_model)
             opened.open()
             await client.diagnostics_for(opened.uri, 1)
-            assert marker.read_text() == "imported by an export"
+            assert marker.read_text() == "imported by an export; token: none"  # the workers are not handed the token
         assert await asyncio.to_thread(server.wait) == 0  # the session ended: the server exits, as on stdio
         assert "Traceback" not in server.stderr, server.stderr
         assert await asyncio.to_thread(server.leftovers) == []  # and its workers with it
