@@ -83,6 +83,6 @@ def test_eglot_with_a_wrong_token_is_refused_and_told_why(tmp_path: Path) -> Non
         assert not got["published"], got  # (null: eglot never got as far as a notification)
         assert got["error"] is not None and "wrong token" in got["error"], got
         assert server.proc.poll() is None  # still waiting for a client with the token
-        assert "initialize with a wrong token" in server.stderr, server.stderr
+        assert server.count("initialize with a wrong token", 1) == 1, server.stderr
     finally:
         server.stop()

@@ -54,6 +54,17 @@ class ServerProcess:
             raise AssertionError(f"no line matching {pattern!r} (exit {self.proc.poll()}, found {found!r}); stderr: {self.stderr[-3000:]}")
         return match
 
+    def count(self, pattern: str, at_least: int, timeout: float = ANSWER_S) -> int:
+        """The number of lines matching ``pattern``, once there are ``at_least`` (or
+        stderr ended, or ``timeout``): a line the server wrote may not be read yet."""
+
+        def found() -> int:
+            return sum(1 for line in self.lines if re.search(pattern, line))
+
+        with self._changed:
+            self._changed.wait_for(lambda: found() >= at_least or (self.lines and self.lines[-1] == ""), timeout)
+            return found()
+
     def listening(self) -> str:
         return self.wait_line(LISTENING.pattern).group(1)
 
@@ -62,12 +73,16 @@ class ServerProcess:
         return host.strip("[]"), int(port)
 
     def wait(self, timeout: float = ANSWER_S) -> int:
+        """The exit code, once the server exited and all it wrote on stderr was read."""
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError(f"the server did not exit; stderr: {self.stderr[-3000:]}") from None
+        with self._changed:
+            self._changed.wait_for(lambda: self.lines and self.lines[-1] == "", timeout)
+        return code
 
     def leftovers(self, grace_s: float = 30.0) -> list[str]:
         """The processes of the server's session still running ``grace_s`` after it

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shutil
 import socket
 import stat
@@ -207,7 +206,7 @@ async def test_only_the_right_token_runs_anything_and_then_everything_works(work
                 assert answer["error"]["code"] == code, (case, answer)
                 assert "exportlens" in answer["error"]["message"] and TOKEN not in json.dumps(answer), (case, answer)
         assert server.proc.poll() is None, server.stderr
-        assert len(re.findall(r"refused the connection from 127\.0\.0\.1:\d+", server.stderr)) == len(attempts), server.stderr
+        assert await asyncio.to_thread(server.count, r"refused the connection from 127\.0\.0\.1:\d+", len(attempts)) == len(attempts), server.stderr
         assert "initialize with a wrong token" in server.stderr and "initialize without a token" in server.stderr
 
         # A client that connects and goes away at once, and one that sends only garbage.
@@ -285,6 +284,7 @@ async def test_a_token_file_is_read(tmp_path: Path) -> None:
         assert refused["error"]["code"] == -32803
         async with editor(tmp_path, {"token": "from-a-file-0123456789abcdef"}, tcp=(host, port)) as client:
             assert (await client.command("exportlens.status", (tmp_path / "m.py").as_uri()))["state"] == "idle"
+        assert await asyncio.to_thread(server.wait) == 0  # everything it logged is read
         assert "unknown setting" not in server.stderr, server.stderr  # the token is taken out, not read as a setting
     finally:
         server.stop()
