@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -52,7 +53,9 @@ def run_eglot(emacs: str, project: Path, port: int, token: str, tmp_path: Path) 
     return json.loads(result.read_text())
 
 
-def test_eglot_with_the_token_gets_diagnostics(tmp_path: Path) -> None:
+@pytest.fixture
+def listening(tmp_path: Path) -> Iterator[tuple[str, Path, ServerProcess]]:
+    """Emacs, a project holding counter.py, and ``serve --tcp`` on it with TOKEN."""
     emacs = emacs_with_eglot()
     project = tmp_path / "project"
     project.mkdir()
@@ -60,29 +63,24 @@ def test_eglot_with_the_token_gets_diagnostics(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     server = ServerProcess("--tcp", "127.0.0.1:0", cwd=project, env={"EXPORTLENS_TOKEN": TOKEN})
     try:
-        _, port = server.address()
-        got = run_eglot(emacs, project, port, TOKEN, tmp_path)
-        assert got["error"] is None, got
-        assert got["published"][0] == {"uri": (project / "counter.py").as_uri(), "codes": ["mutation/buffer"]}, got
-        assert server.wait() == 0, server.stderr  # eglot's shutdown and exit ended the session
-        assert "Traceback" not in server.stderr and "refused" not in server.stderr, server.stderr
+        yield emacs, project, server
     finally:
         server.stop()
 
 
-def test_eglot_with_a_wrong_token_is_refused_and_told_why(tmp_path: Path) -> None:
-    emacs = emacs_with_eglot()
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(EXAMPLES / "counter.py", project / "counter.py")
-    (tmp_path / "home").mkdir()
-    server = ServerProcess("--tcp", "127.0.0.1:0", cwd=project, env={"EXPORTLENS_TOKEN": TOKEN})
-    try:
-        _, port = server.address()
-        got = run_eglot(emacs, project, port, TOKEN + "x", tmp_path)
-        assert not got["published"], got  # (null: eglot never got as far as a notification)
-        assert got["error"] is not None and "wrong token" in got["error"], got
-        assert server.proc.poll() is None  # still waiting for a client with the token
-        assert server.count("initialize with a wrong token", 1) == 1, server.stderr
-    finally:
-        server.stop()
+def test_eglot_with_the_token_gets_diagnostics(listening: tuple[str, Path, ServerProcess], tmp_path: Path) -> None:
+    emacs, project, server = listening
+    got = run_eglot(emacs, project, server.address()[1], TOKEN, tmp_path)
+    assert got["error"] is None, got
+    assert got["published"][0] == {"uri": (project / "counter.py").as_uri(), "codes": ["mutation/buffer"]}, got
+    assert server.wait() == 0, server.stderr  # eglot's shutdown and exit ended the session
+    assert "Traceback" not in server.stderr and "refused" not in server.stderr, server.stderr
+
+
+def test_eglot_with_a_wrong_token_is_refused_and_told_why(listening: tuple[str, Path, ServerProcess], tmp_path: Path) -> None:
+    emacs, project, server = listening
+    got = run_eglot(emacs, project, server.address()[1], TOKEN + "x", tmp_path)
+    assert not got["published"], got  # (null: eglot never got as far as a notification)
+    assert got["error"] is not None and "wrong token" in got["error"], got
+    assert server.proc.poll() is None  # still waiting for a client with the token
+    assert server.count("initialize with a wrong token", 1) == 1, server.stderr
