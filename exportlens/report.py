@@ -9,6 +9,7 @@ import math
 import os
 from typing import Any, Iterable
 
+from exportlens.core.model import repeated
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult, weights_phrase
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims
@@ -190,8 +191,10 @@ def _spec_row(direction: str, spec: InputSpec | OutputSpec, names: dict[str, str
 
 
 def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
+    """One row per spec; the specs of repeated layers (at least ``MIN_GROUP`` that differ
+    only in their index) as one row with a count (``core/model/repeated.py``)."""
     names = sig.dim_names
-    rows = [_spec_row("in", s, names) for s in sig.inputs] + [_spec_row("out", s, names) for s in sig.outputs]
+    rows = [[*_spec_row(direction, r.spec, names), f"×{r.count}" if r.count > 1 else ""] for direction, specs in (("in", sig.inputs), ("out", sig.outputs)) for r in repeated.group(specs)]
     if not rows:
         return [indent + "(empty signature)"]
     widths = [max(width(r[i]) for r in rows) for i in range(len(rows[0]))]  # in terminal cells: wide names stay aligned

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pygls import uris
 from pygls.exceptions import JsonRpcInvalidParams
 
+from exportlens.core.model import repeated
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.files import root_of
@@ -48,6 +49,35 @@ class _Row:
     value: str
     file: str | None  # real path
     line: int | None  # 1-based
+    module: str = ""  # the innermost module the node was traced in ("layers.3.mlp")
+    count: int = 1  # the rows of repeated layers it stands for (see ``_grouped``)
+
+
+def _grouped(rows: list[_Row]) -> list[_Row]:
+    """Repeated layers' nodes as one row each: the nodes of the same op, value and
+    line in modules that differ only in their index (``layers.{}.mlp``), when there
+    are at least ``MIN_GROUP`` of them, shown at the first with their count and the
+    last's name. An 80-layer model's 6,000 nodes read as one layer's."""
+    keys: list[tuple[object, ...] | None] = []
+    counts: dict[tuple[object, ...], list[int]] = {}
+    for i, r in enumerate(rows):
+        pattern = repeated.pattern(r.module)
+        if pattern is None:
+            keys.append(None)
+            continue
+        key: tuple[object, ...] = (r.op, r.value, r.file, r.line, pattern)
+        keys.append(key)
+        counts.setdefault(key, []).append(i)
+    out = []
+    for i, r in enumerate(rows):
+        found = keys[i]
+        members = counts[found] if found is not None else [i]
+        if len(members) < repeated.MIN_GROUP:
+            out.append(r)
+        elif members[0] == i:
+            last = rows[members[-1]]
+            out.append(replace(r, name=f"{r.name}…{last.name}", count=len(members)))
+    return out
 
 
 def _arguments(args: tuple[Any, ...]) -> tuple[str, str | None, int | None]:
@@ -95,7 +125,7 @@ def _rows(program: Program, result: FileResult, frames: UserFrames, only: set[st
             frame = frames(node)
             file, line = (os.path.realpath(frame.file), frame.line) if frame is not None else (None, None)
             op = _op(node)
-        rows.append(_Row(node.name, op, value, file, line))
+        rows.append(_Row(node.name, op, value, file, line, node.nn_module_stack[-1] if node.nn_module_stack else ""))
     if only is None and sig is not None:
         for out in sig.outputs:
             file, line = _source(out.source, result)
@@ -135,14 +165,18 @@ def graph_view(state_path: str, result: FileResult, target: str | None, line: in
             if line is None:
                 text += [f"# {t.name}: no graph (the export {'failed' if t.status == 'error' else 'kept none'})", ""]
             continue
-        rows = _rows(program, result, frames, only.get(id(program), set()) if line is not None else None)
-        if line is not None and not rows:
+        every = _rows(program, result, frames, only.get(id(program), set()) if line is not None else None)
+        if line is not None and not every:
             continue
+        rows = _grouped(every)
         legend = ", ".join(f"{n} is torch's {s}" for s, n in sorted(program.dim_names.items()))
-        text.append(f"# {t.name}: {len(rows)} node{'s' * (len(rows) != 1)}" + (f" ({legend})" if legend else ""))
-        widths = [max((len(getattr(r, f)) for r in rows), default=0) for f in ("name", "op", "value")]
+        shown = f", repeated layers' as one row each ({len(rows)} rows)" if len(rows) < len(every) else ""
+        text.append(f"# {t.name}: {len(every)} node{'s' * (len(every) != 1)}{shown}" + (f" ({legend})" if legend else ""))
+        widths = [max((len(getattr(r, f)) for r in rows), default=0) for f in ("name", "op")]
+        widths.append(max((len(r.value + (f" ×{r.count}" if r.count > 1 else "")) for r in rows), default=0))
         for r in rows:
-            row = f"{r.name:<{widths[0]}}  {r.op:<{widths[1]}}  {r.value:<{widths[2]}}"
+            value = r.value + (f" ×{r.count}" if r.count > 1 else "")
+            row = f"{r.name:<{widths[0]}}  {r.op:<{widths[1]}}  {value:<{widths[2]}}"
             if r.file is not None and r.line is not None:
                 place = f"{_place(r.file, root)}:{r.line}"
                 start = units(row, UTF16) + 2

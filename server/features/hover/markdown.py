@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
 
+from exportlens.core.model import repeated
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims, spec_text
@@ -103,11 +104,15 @@ def range_lines(specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES)
 
 
 def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False, names: Names = _NO_NAMES) -> list[str]:
-    """Aligned rows: torch's text, the value, and optionally the source line."""
-    cells = [[spec_text(s), value_text(s, names)] for s in specs]
+    """Aligned rows: torch's text, the value, and optionally the source line; repeated
+    layers' specs as one row with a count (``core/model/repeated.py``)."""
+    rows = repeated.group(specs)
+    cells = [[spec_text(r.spec), value_text(r.spec, names)] for r in rows]
     if with_lines:
-        for row, s in zip(cells, specs, strict=True):
-            row.append(f"line {s.source.line}" if s.source is not None else "")
+        for row, r in zip(cells, rows, strict=True):
+            row.append(f"line {r.spec.source.line}" if r.spec.source is not None else "")
+    for row, r in zip(cells, rows, strict=True):
+        row.append(f"×{r.count}" if r.count > 1 else "")
     if not cells:
         return []
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
@@ -135,9 +140,9 @@ def section(title: str, specs: Sequence[Spec], ranges: Ranges, note: str = "", n
 
 def signature_block(sig: Signature) -> str:
     """The whole signature in torch's order, ``# inputs`` / ``# outputs`` as torch prints it."""
-    rows = spec_rows([*sig.inputs, *sig.outputs], with_lines=True, names=sig.dim_names)
-    n = len(sig.inputs)
-    lines = ["# inputs", *rows[:n], "", "# outputs", *rows[n:]]
+    inputs = spec_rows(sig.inputs, with_lines=True, names=sig.dim_names)
+    outputs = spec_rows(sig.outputs, with_lines=True, names=sig.dim_names)
+    lines = ["# inputs", *inputs, "", "# outputs", *outputs]
     if sig.ranges:
         lines += ["", "# ranges", *(range_line(sig.dim_names.get(s, s), r) for s, r in sig.ranges.items())]
         lines += torch_name_lines(sig.ranges, sig.dim_names)
