@@ -4,7 +4,7 @@
 // The same object goes out as `initializationOptions.exportlens` and as
 // `workspace/didChangeConfiguration` `settings.exportlens`. Every key is always present;
 // `null` means "the user did not set this": the server then takes the value from the
-// project's `[tool.exportlens]` (timeout, memory, strict, lower) or its own default. Sending the
+// project's `[tool.exportlens]` (timeout, memory, strict, lower, weights) or its own default. Sending the
 // editor's defaults as if set would silently override every project's pyproject.
 
 /** The diagnostic codes (docs/contract.md, docs/diagnostics.md), for checking the `diagnostics` setting. */
@@ -37,6 +37,9 @@ export const DIAGNOSTIC_CODES: readonly string[] = [
 /** The formats a target can be lowered to (the `lower` setting, `[tool.exportlens] lower`). */
 export const LOWER_FORMATS: readonly string[] = ['onnx'];
 
+/** How models are built (the `weights` setting, `[tool.exportlens] weights`). */
+export const WEIGHTS_CHOICES: readonly string[] = ['auto', 'real'];
+
 /** The wire object: camelCase keys, `null` = not set by the user. */
 export interface ServerSettings {
     debounceMs: number | null;
@@ -47,6 +50,7 @@ export interface ServerSettings {
     cache: boolean | null;
     strict: boolean | null;
     lower: string[] | null; // [] lowers nothing, whatever pyproject says
+    weights: string | null; // "auto" (fake where no step needs values) or "real"
     diagnostics: Record<string, boolean> | null; // code -> shown
     inlayHints: boolean | null; // dtype/shape hints after each line of forward
 }
@@ -61,6 +65,7 @@ export const SERVER_DEFAULTS = {
     cache: true,
     strict: false,
     lower: [],
+    weights: 'auto',
     diagnostics: {},
     inlayHints: true,
 } as const;
@@ -135,6 +140,17 @@ function lowerSetting(value: unknown, problems: string[]): string[] | null {
     return null;
 }
 
+function weightsSetting(value: unknown, problems: string[]): string | null {
+    if (typeof value === 'string' && WEIGHTS_CHOICES.includes(value)) {
+        return value;
+    }
+    problems.push(
+        `exportlens.weights: expected ${WEIGHTS_CHOICES.map((w) => JSON.stringify(w)).join(' or ')}, got ${JSON.stringify(value)}; ` +
+            `using the project's [tool.exportlens] weights, else "auto"`,
+    );
+    return null;
+}
+
 function cacheDirSetting(value: unknown, problems: string[]): string | null {
     if (value === null || value === undefined || value === '') {
         return null;
@@ -197,6 +213,7 @@ export function toServerSettings(read: SettingReader): MappedSettings {
         cache: pick('cache', (v) => booleanSetting('cache', v, problems)),
         strict: pick('strict', (v) => booleanSetting('strict', v, problems)),
         lower: pick('lower', (v) => lowerSetting(v, problems)),
+        weights: pick('weights', (v) => weightsSetting(v, problems)),
         diagnostics: pick('diagnostics', (v) => diagnosticsSetting(v, problems)),
         inlayHints: pick('inlayHints', (v) => booleanSetting('inlayHints', v, problems)),
     };

@@ -27,6 +27,7 @@ const ALL_NULL: ServerSettings = {
     cache: null,
     strict: null,
     lower: null,
+    weights: null,
     diagnostics: null,
     inlayHints: null,
 };
@@ -54,6 +55,7 @@ test('every setting is carried under its camelCase key', () => {
             cache: false,
             strict: true,
             lower: ['onnx'],
+            weights: 'real',
             diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
             inlayHints: false,
         }),
@@ -68,6 +70,7 @@ test('every setting is carried under its camelCase key', () => {
         cache: false,
         strict: true,
         lower: ['onnx'],
+        weights: 'real',
         diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
         inlayHints: false,
     });
@@ -93,7 +96,7 @@ test('unknown codes and non-boolean switches are dropped with one message each',
 
 test('bad values fall back to the server default (null) and say which setting and why', () => {
     const { settings, problems } = toServerSettings(
-        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], cacheDir: 42, diagnostics: 7, inlayHints: 'off' }),
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], weights: 'fake', cacheDir: 42, diagnostics: 7, inlayHints: 'off' }),
     );
     assert.deepEqual(settings, ALL_NULL);
     const named = problems.map((p) => p.split(':')[0]);
@@ -106,11 +109,13 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.cache',
         'exportlens.strict',
         'exportlens.lower',
+        'exportlens.weights',
         'exportlens.diagnostics',
         'exportlens.inlayHints',
     ]);
     assert.match(problems[0], /using the default 300/);
-    assert.match(problems[9], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
+    assert.match(problems[8], /exportlens\.weights: expected "auto" or "real", got "fake"/);
+    assert.match(problems[10], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
 });
 
 test('cacheDir set to "" or null means the server default folder', () => {
