@@ -46,6 +46,15 @@ def _part(s: Callable[[str], int], t: torch.Tensor) -> list[Any]:
 
 
 def tensor_record(s: Callable[[str], int], name: str, role: int, t: torch.Tensor) -> list[Any]:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(t, FakeTensor) or t.is_meta:
+        raise ValueError(
+            f"weight {name!r} has no values (a {'fake' if isinstance(t, FakeTensor) else 'meta'} tensor of shape {list(t.shape)}): "
+            "the program comes from a model built without weights (exportlens builds large ones so by default, as "
+            "torch.export's fake mode does); store it without weights (dumps(ep)), or export a model built with real "
+            "weights (weights = \"real\") to save them"
+        )
     if t.is_quantized or type(t) not in (torch.Tensor, torch.nn.Parameter):
         raise ValueError(f"weight {name!r}: only plain tensors (strided, sparse COO or CSR) can be stored without pickle")
     head = [s(name), role, s(str(t.dtype).removeprefix("torch.")), list(t.shape), bool(t.requires_grad)]

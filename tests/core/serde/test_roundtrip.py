@@ -126,6 +126,20 @@ def test_weights_in_bytes_and_save_load(name: str, tmp_path: Any) -> None:
     assert P.read_program(path.read_bytes()).has_weights
 
 
+def test_a_program_of_fake_weights_saves_without_them_and_says_why_not_with(tmp_path: Any) -> None:
+    """A model built under a fake mode (as exportlens builds large weights): its program
+    has no values to save, and ``save`` says so instead of a generic error."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = torch.nn.Linear(4, 2)
+    ep = _export(model, (torch.randn(3, 4),))
+    assert P.read_program(P.dumps(ep)).signature.torch_text() == str(ep.graph_signature)
+    with pytest.raises(ValueError, match=r"weight 'bias' has no values \(a fake tensor of shape \[2\]\).*weights = \"real\""):
+        P.save(ep, tmp_path / "fake.elp")
+    assert not (tmp_path / "fake.elp").exists()
+
+
 def test_weights_from_module_and_missing_weights() -> None:
     ep, args, kwargs = _get("tiny_bert")
     data = P.dumps(ep)
