@@ -80,6 +80,10 @@ def test_progress_is_drawn_on_a_terminal_and_erased(project: Path) -> None:
     assert code == 0, tty
     assert "0/2 files" in tty and "2/2 files" in tty, tty
     assert "exporting Alpha (alpha.py 1/1)" in tty or "exporting Beta (beta.py 1/1)" in tty, tty
+    # Each step of a long export is drawn as it begins (a 70B model traces for a while).
+    assert "running the file (alpha.py)" in tty or "running the file (beta.py)" in tty, tty
+    for phase in ("building the model", "tracing", "decompositions"):
+        assert f"{phase} Alpha (alpha.py 1/1)" in tty or f"{phase} Beta (beta.py 1/1)" in tty, (phase, tty)
     assert tty.endswith("\r\x1b[K"), repr(tty[-80:])  # erased at the end: only the report stays
     # The report on stdout holds nothing of it.
     assert "files ·" not in out and "\r" not in out and "\x1b" not in out
