@@ -52,7 +52,7 @@ def test_idioms_export_with_fake_weights_as_with_real_ones(tmp_path: Path) -> No
     shutil.copy(FIXTURES / "idioms.py", path)
     real, auto = _both(path)
     real_targets, auto_targets = _targets(real), _targets(auto)
-    assert sorted(auto_targets) == ["Cast", "Initialised", "Rotary", "Tied", "WeightNormed", "meta_then_empty", "seeded"]
+    assert sorted(auto_targets) == ["Cast", "Initialised", "Rotary", "Tied", "WeightNormed", "meta_then_empty", "seeded", "viewed_prompt"]
     for name, target in auto_targets.items():
         assert target["status"] == "ok", (name, auto["files"][0]["diagnostics"])
         assert target["weights"] == "fake", name  # built without values: no fallback
@@ -60,6 +60,8 @@ def test_idioms_export_with_fake_weights_as_with_real_ones(tmp_path: Path) -> No
         assert real_targets[name]["weights"] == "real"
         assert _without_weights(target) == _without_weights(real_targets[name]), name
     assert _diagnostics(auto) == _diagnostics(real)
+    # The view's base has a range of its own, as with real weights (inputs stay real).
+    assert len(auto_targets["viewed_prompt"]["signature"]["ranges"]) == 2, auto_targets["viewed_prompt"]["signature"]["ranges"]
     # Tied stays tied through .to(bfloat16): one parameter, listed under both names.
     tied = auto_targets["Tied"]["signature"]["inputs"]
     assert [(s["target"], s["dtype"]) for s in tied if s["kind"] == "PARAMETER"] == [("embed.weight", "bfloat16"), ("head.weight", "bfloat16")]
