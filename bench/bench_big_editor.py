@@ -2,7 +2,7 @@
 hover index, inlay hints, code lenses and the graph view.
 
 Exports (once, into a temporary cache) an 80-layer decoder written as deployment code
-(``bench_bigmodels.DEPLOY_FILE`` at Llama-3-70B's sizes, built with fake weights), then:
+(``tests/fixtures/weights/deploy.py`` at Llama-3-70B's sizes, built with fake weights), then:
 
 - in-process, beside ``ast.parse`` of the same file measured in the same run: the
   hover index build and the inlay hints build (what the server does once per result),
@@ -34,12 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_bigmodels import deploy_file  # noqa: E402
 from lsprotocol import types  # noqa: E402
 
-from bench_bigmodels import DEPLOY_FILE  # noqa: E402
 from tests.server.lsp_client import Doc, running_server  # noqa: E402
-
-SIZES_8B = "DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 4096, 32, 32, 8, 14336, 128256, 2048"
 
 
 def sizes_70b(layers: int) -> str:
@@ -142,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-big-editor-"))
     path = work / "deploy_70b.py"
-    path.write_text(DEPLOY_FILE.replace(SIZES_8B, sizes_70b(args.layers)).replace("def deploy_8b", "def deploy_70b"))
+    path.write_text(deploy_file(sizes_70b(args.layers)).replace("def deploy_8b", "def deploy_70b"))
     cache = work / "cache"
     in_process(path, cache)
     asyncio.run(through_server(path, cache))

@@ -84,168 +84,19 @@ def {name}():
     return (build_model(), *inputs())
 """
 
-# An 8B decoder written as deployment code is: its own modules, a static KV cache
-# updated in place at input_pos, Llama 3.1's RoPE rescaling by a Python loop in the
-# constructor, trunc_normal_ init under no_grad, cast to bf16.
-DEPLOY_FILE = '''
-import math
-
-import torch
-from torch import nn
-import torch.nn.functional as F
-
-import exportlens
-
-DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 4096, 32, 32, 8, 14336, 128256, 2048
-HEAD_DIM = DIM // HEADS
-DYNAMIC = None
+# A decoder written as deployment code is (tests/fixtures/weights/deploy.py), at
+# Llama-3-8B's sizes.
+DEPLOY_SIZES = "DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 256, 2, 4, 2, 512, 1000, 64  # SIZES"
+DEPLOY_SOURCE = (ROOT / "tests" / "fixtures" / "weights" / "deploy.py").read_text()
+assert DEPLOY_SIZES in DEPLOY_SOURCE, "the fixture's SIZES line moved"
 
 
-def apply_scaling(freqs, scale_factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, old_context_len=8192):
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    new_freqs = []
-    for freq in freqs:
-        wavelen = 2 * math.pi / freq
-        if wavelen < high_freq_wavelen:
-            new_freqs.append(freq)
-        elif wavelen > low_freq_wavelen:
-            new_freqs.append(freq / scale_factor)
-        else:
-            smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-            new_freqs.append((1 - smooth) * freq / scale_factor + smooth * freq)
-    return torch.tensor(new_freqs, dtype=freqs.dtype, device=freqs.device)
+def deploy_file(sizes: str) -> str:
+    """The deployment-style decoder with ``sizes`` (``DIM, LAYERS, ... = ...``)."""
+    return DEPLOY_SOURCE.replace(DEPLOY_SIZES, sizes)
 
 
-def precompute_freqs(dim, end, theta=500000.0):
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
-    freqs = apply_scaling(freqs)
-    t = torch.arange(end, dtype=torch.float32)
-    freqs = torch.outer(t, freqs)
-    return torch.cos(freqs), torch.sin(freqs)
-
-
-def rotate(x, cos, sin):
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-5):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wq = nn.Linear(DIM, HEADS * HEAD_DIM, bias=False)
-        self.wk = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
-        self.wv = nn.Linear(DIM, KV_HEADS * HEAD_DIM, bias=False)
-        self.wo = nn.Linear(HEADS * HEAD_DIM, DIM, bias=False)
-        self.register_buffer("cache_k", torch.zeros(1, KV_HEADS, MAX_SEQ, HEAD_DIM), persistent=False)
-        self.register_buffer("cache_v", torch.zeros(1, KV_HEADS, MAX_SEQ, HEAD_DIM), persistent=False)
-
-    def forward(self, x, input_pos, cos, sin, mask):
-        b, n, _ = x.shape
-        q = self.wq(x).view(b, n, HEADS, HEAD_DIM)
-        k = self.wk(x).view(b, n, KV_HEADS, HEAD_DIM)
-        v = self.wv(x).view(b, n, KV_HEADS, HEAD_DIM)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        self.cache_k[:, :, input_pos] = k
-        self.cache_v[:, :, input_pos] = v
-        keys = self.cache_k.repeat_interleave(HEADS // KV_HEADS, dim=1)
-        values = self.cache_v.repeat_interleave(HEADS // KV_HEADS, dim=1)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-        return self.wo(out.transpose(1, 2).reshape(b, n, -1))
-
-
-class FeedForward(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w1 = nn.Linear(DIM, HIDDEN, bias=False)
-        self.w2 = nn.Linear(HIDDEN, DIM, bias=False)
-        self.w3 = nn.Linear(DIM, HIDDEN, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.attention = Attention()
-        self.feed_forward = FeedForward()
-        self.attention_norm = RMSNorm(DIM)
-        self.ffn_norm = RMSNorm(DIM)
-
-    def forward(self, x, input_pos, cos, sin, mask):
-        h = x + self.attention(self.attention_norm(x), input_pos, cos, sin, mask)
-        return h + self.feed_forward(self.ffn_norm(h))
-
-
-class Transformer(nn.Module):
-    def __init__(self, init=True, table=precompute_freqs):
-        super().__init__()
-        self.tok_embeddings = nn.Embedding(VOCAB, DIM)
-        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.norm = RMSNorm(DIM)
-        self.output = nn.Linear(DIM, VOCAB, bias=False)
-        cos, sin = table(HEAD_DIM, MAX_SEQ)
-        self.register_buffer("freqs_cos", cos, persistent=False)
-        self.register_buffer("freqs_sin", sin, persistent=False)
-        self.register_buffer("causal", torch.tril(torch.ones(MAX_SEQ, MAX_SEQ, dtype=torch.bool)), persistent=False)
-        if init:
-            self.init_weights()
-
-    @torch.no_grad()
-    def init_weights(self):
-        nn.init.normal_(self.tok_embeddings.weight)
-        for layer in self.layers:
-            for linear in (layer.attention.wq, layer.attention.wk, layer.attention.wv, layer.attention.wo, layer.feed_forward.w1, layer.feed_forward.w2, layer.feed_forward.w3):
-                nn.init.trunc_normal_(linear.weight, mean=0.0, std=0.02)
-        nn.init.trunc_normal_(self.output.weight, std=DIM ** -0.5, a=-3 * DIM ** -0.5, b=3 * DIM ** -0.5)
-
-    def forward(self, tokens, input_pos):
-        h = self.tok_embeddings(tokens)
-        cos, sin = self.freqs_cos[input_pos][None, :, None], self.freqs_sin[input_pos][None, :, None]
-        mask = self.causal[None, None, input_pos]
-        for layer in self.layers:
-            h = layer(h, input_pos, cos, sin, mask)
-        return self.output(self.norm(h)).float()
-
-
-def build_model(baseline=False):
-    if baseline:  # by hand under plain FakeTensorMode: no init, bf16 from the start, the table real
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        def real_table(*args):
-            with unset_fake_temporarily():
-                return tuple(t.to(torch.bfloat16) for t in precompute_freqs(*args))
-
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Transformer(init=False, table=real_table)
-        finally:
-            torch.set_default_dtype(previous)
-        return model.eval()
-    return Transformer().to(torch.bfloat16).eval()
-
-
-def inputs():
-    return (torch.tensor([[1, 2, 3, 4]]), torch.arange(4)), None
-
-
-@exportlens.target
-def deploy_8b():
-    return (build_model(), *inputs())
-'''
+DEPLOY_FILE = deploy_file("DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 4096, 32, 32, 8, 14336, 128256, 2048")
 
 PRETRAINED_FILE = """
 import os

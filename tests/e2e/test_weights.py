@@ -67,6 +67,20 @@ def test_idioms_export_with_fake_weights_as_with_real_ones(tmp_path: Path) -> No
     assert [(s["target"], s["dtype"]) for s in tied if s["kind"] == "PARAMETER"] == [("embed.weight", "bfloat16"), ("head.weight", "bfloat16")]
 
 
+def test_a_decoder_written_as_deployment_code_exports_with_fake_weights(tmp_path: Path) -> None:
+    """The 8B benchmark's model at test size: a static KV cache mutated at input_pos, RoPE
+    rescaled by a Python loop in the constructor, trunc_normal_ init, cast to bf16."""
+    path = tmp_path / "deploy.py"
+    shutil.copy(FIXTURES / "deploy.py", path)
+    real, auto = _both(path)
+    [target] = _targets(auto).values()
+    assert target["status"] == "ok" and target["weights"] == "fake" and "weights_note" not in target
+    assert _without_weights(target) == _without_weights(_targets(real)["deploy_8b"])
+    assert _diagnostics(auto) == _diagnostics(real)
+    mutated = [s["target"] for s in target["signature"]["outputs"] if s["kind"] == "BUFFER_MUTATION"]
+    assert mutated == ["layers.0.attention.cache_k", "layers.0.attention.cache_v", "layers.1.attention.cache_k", "layers.1.attention.cache_v"]
+
+
 def test_fallbacks_give_the_real_weights_result_and_say_why(tmp_path: Path) -> None:
     path = tmp_path / "fallbacks.py"
     shutil.copy(FIXTURES / "fallbacks.py", path)
