@@ -98,6 +98,9 @@ def deploy_file(sizes: str) -> str:
 
 DEPLOY_FILE = deploy_file("DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 4096, 32, 32, 8, 14336, 128256, 2048")
 
+# Models whose real weights fit in this machine's memory: also exported with them.
+REAL_FITS = {"llama_1b"}
+
 PRETRAINED_FILE = """
 import os
 
@@ -289,6 +292,11 @@ def main() -> int:
             same = same and ranges == {k: [lo.replace("int_oo", "None"), hi.replace("int_oo", "None")] for k, (lo, hi) in floor["ranges"].items()}
             verdict = f"{'same as torch' if same else 'DIFFERS'} ({target['status']}, {target.get('weights')} weights, {floor['nodes']} nodes)"
             print(f"{name:16} {ours_s:10.1f}s {floor_s:8.1f}s {ours_s / floor_s:5.2f}x {1.3 * floor_s + 2:8.1f}s {ours_mb:8.0f} {floor_mb:9.0f}  {verdict}")
+            if name in REAL_FITS:  # also as before weights: real ones, which must give the same result
+                real_s, real_mb, real_out = measure([*exportlens, "--weights", "real", str(path)])
+                [real] = [t for f in json.loads(real_out)["files"] for t in f["targets"]]
+                agrees = real["status"] == target["status"] and real.get("signature") == target.get("signature")
+                print(f"{'  --weights real':16} {real_s:10.1f}s {'':>9} {real_s / ours_s:5.2f}x of auto {real_mb:8.0f} MB  {'same result as auto' if agrees else 'DIFFERS from auto'}")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
