@@ -13,6 +13,7 @@ spec: this module is only ever used to print.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ class Row:
     count: int = 1
 
 
+@functools.lru_cache(maxsize=4096)  # the same specs are grouped for each hover section
 def _indices(text: str) -> tuple[str, tuple[int, ...]]:
     """``model.layers.3.mlp`` -> (``model.layers.{}.mlp``, (3,)): the text with its
     separate numbers (path parts, ``_3_`` in a graph name) taken out."""

@@ -106,7 +106,9 @@ def _hints(path: str, source: str, result: FileResult) -> list[LineHint]:
         last: dict[int, Located] = {}  # per program: the node that came last in its graph
         for entry in located:
             key = id(entry.program)
-            if entry.value is not None and (key not in last or order[key][entry.node.name] > order[key][last[key].node.name]):
+            # Whether it holds a tensor, not its text: the call of a layer in an 80-layer
+            # loop names thousands of nodes, of which one per program is shown.
+            if any(m is not None for m in entry.node.meta) and (key not in last or order[key][entry.node.name] > order[key][last[key].node.name]):
                 last[key] = entry
         if last:
             hints.append(LineHint(line - 1, column, _label(list(last.values())), _tooltip(list(last.values()))))
