@@ -38,9 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from exportlens.core.project.settings import DEFAULT_TIMEOUT_S
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-DEFAULT_TIMEOUT_S = 120.0  # exportlens's default limit per target
 
 # The Hugging Face configs of the shapes people deploy (no download: built from these).
 CONFIGS = {
