@@ -52,10 +52,12 @@ def test_idioms_export_with_fake_weights_as_with_real_ones(tmp_path: Path) -> No
     shutil.copy(FIXTURES / "idioms.py", path)
     real, auto = _both(path)
     real_targets, auto_targets = _targets(real), _targets(auto)
-    assert sorted(auto_targets) == ["Cast", "Initialised", "Rotary", "Tied", "WeightNormed", "meta_then_empty", "seeded", "viewed_prompt"]
+    assert sorted(auto_targets) == ["Cast", "Constants", "Initialised", "Rotary", "Tied", "WeightNormed", "meta_then_empty", "seeded", "viewed_prompt"]
     for name, target in auto_targets.items():
         assert target["status"] == "ok", (name, auto["files"][0]["diagnostics"])
-        assert target["weights"] == "fake", name  # built without values: no fallback
+        # Built without values, no fallback (Constants has no weights: its tensors are
+        # constants, which torch computes with, made real again).
+        assert target["weights"] == ("real" if name == "Constants" else "fake"), name
         assert "weights_note" not in target, name
         assert real_targets[name]["weights"] == "real"
         assert _without_weights(target) == _without_weights(real_targets[name]), name
@@ -97,6 +99,7 @@ def test_fallbacks_give_the_real_weights_result_and_say_why(tmp_path: Path) -> N
     assert f"`fallbacks.py:{_line(path, 'table.numpy()')}` needs the values" in notes["NumpyRoundTrip"]
     assert "an example input was built as a fake tensor" in notes["FakeInput"]
     assert "the eager run that explains why the export failed" in notes["TrainsInForward"]
+    assert "the tensor attribute `table` (a constant to torch.export" in notes["ComputedConstant"]
     codes = {d[1] for d in _diagnostics(auto) if d[0] == "TrainsInForward"}
     assert codes == {"banned-mutation/parameter"}
 

@@ -30,10 +30,11 @@ rather than end in ``out-of-memory``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from exportlens.core.model.results import Diagnostic, Fallback
 
@@ -136,7 +137,7 @@ class Policy:
         where real weights do not fit, it is made of zeros, and the note says so."""
         assert self.fake is not None
         notes = []
-        for owner, name, value in _tensor_attributes(module):
+        for slot, name, value in _tensor_attributes(module):
             if not self.fake.is_fake(value):
                 continue
             real = self.fake.real_again(value)
@@ -146,7 +147,7 @@ class Policy:
 
                 real = torch.zeros(value.shape, dtype=value.dtype)
                 notes.append(f"{note}; it was exported as zeros")
-            vars(owner)[name] = real
+            slot(real)
         return notes
 
     def require_values(self, built: Built, why: str) -> str | None:
@@ -192,15 +193,36 @@ def fallbacks(needed: dict[str | None, str]) -> tuple[Fallback, ...]:
     return tuple(Fallback(target, reason) for target, reason in needed.items())
 
 
-def _tensor_attributes(module: Any) -> Iterator[tuple[Any, str, Any]]:
-    """``(module, name, tensor)`` for each plain tensor attribute of a module tree
-    (not a parameter or buffer: a constant to torch.export)."""
+def _tensor_attributes(module: Any) -> Iterator[tuple[Callable[[Any], None], str, Any]]:
+    """``(set it, name, tensor)`` for each plain tensor attribute of a module tree, also
+    in a list, tuple or dict attribute (``self.caches[0]``): not a parameter or buffer,
+    a constant to torch.export."""
     import torch
 
     for sub in module.modules():
-        for name, value in list(vars(sub).items()):
-            if isinstance(value, torch.Tensor) and not name.startswith("_"):
-                yield sub, name, value
+        attributes = vars(sub)
+        for name, value in list(attributes.items()):
+            if name in _MODULE_REGISTRIES:
+                continue
+            if isinstance(value, torch.Tensor):
+                yield functools.partial(attributes.__setitem__, name), name, value
+            elif isinstance(value, (list, dict)):
+                for key, item in list(value.items() if isinstance(value, dict) else enumerate(value)):
+                    if isinstance(item, torch.Tensor):
+                        yield functools.partial(value.__setitem__, key), f"{name}[{key!r}]", item
+            elif isinstance(value, tuple) and any(isinstance(item, torch.Tensor) for item in value):
+                for i, item in enumerate(value):
+                    if isinstance(item, torch.Tensor):
+                        yield functools.partial(_set_in_tuple, attributes, name, i), f"{name}[{i}]", item
+
+
+# nn.Module's own tables (parameters, buffers, submodules): its state, not constants.
+_MODULE_REGISTRIES = frozenset({"_parameters", "_buffers", "_modules"})
+
+
+def _set_in_tuple(attributes: dict[str, Any], name: str, i: int, new: Any) -> None:
+    old = attributes[name]
+    attributes[name] = type(old)(*old[:i], new, *old[i + 1 :]) if hasattr(old, "_fields") else (*old[:i], new, *old[i + 1 :])
 
 
 def install() -> None:
