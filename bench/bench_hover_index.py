@@ -14,6 +14,7 @@ import time
 
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.server.features.hover.index import HoverIndex
+from exportlens.server.markup import MARKDOWN
 
 path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "models", "tiny_transformer.py")
 (result,) = Pipeline(Overrides(timeout_s=300, cache=False)).run([path], jobs=1).results
@@ -22,7 +23,7 @@ source = open(path, encoding="utf-8").read()
 builds = []
 for _ in range(20):
     t0 = time.perf_counter()
-    index = HoverIndex.build(path, source, result)
+    index = HoverIndex.build(path, source, result, MARKDOWN)
     builds.append(time.perf_counter() - t0)
 # Baselines in the same run: parsing the file once (what any Python language server
 # pays per edit), and a dict lookup per position (the floor of any hover table).
@@ -66,7 +67,7 @@ from exportlens.server.features.hints import HintIndex  # noqa: E402
 hint_builds = []
 for _ in range(20):
     t0 = time.perf_counter()
-    hints = HintIndex.build(path, source, result)
+    hints = HintIndex.build(path, source, result, MARKDOWN)
     hint_builds.append(time.perf_counter() - t0)
 hint_ms = statistics.median(hint_builds) * 1000
 nodes = sum(len(t.program) > 0 for t in result.targets)

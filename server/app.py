@@ -28,6 +28,7 @@ from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
 from exportlens.server import auth, exports, framing, listener, views
+from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
 from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses
@@ -55,8 +56,7 @@ class ExportLensServer(LanguageServer):
         self.scheduler = Scheduler(self._export, debounce_s=0.3, on_error=self._export_failed)
         self.progress_for: dict[int, JobProgress] = {}
         self.fresh: set[str] = set()  # documents whose next export skips the cache
-        self.pull_diagnostics = False
-        self.supports_progress = False
+        self.client = ClientProfile()  # read from the capabilities at initialize
         self.publish_serial = 0
         self.config_ready = asyncio.Event()
         # One thread for cache reads/writes and hover index builds: off the event loop.

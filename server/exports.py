@@ -124,7 +124,8 @@ async def build_index(server: Host, state: DocumentState, text: str, result: Fil
         return
 
     def build() -> tuple[object, HintIndex]:
-        return cls.build(state.path, text, result), HintIndex.build(state.path, text, result)
+        markup = server.client.markup
+        return cls.build(state.path, text, result, markup), HintIndex.build(state.path, text, result, markup)
 
     try:
         index, hints = await asyncio.get_running_loop().run_in_executor(server.io, build)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pygls.workspace import Workspace
 
     from exportlens.core.pipeline import Pipeline
+    from exportlens.server.client import ClientProfile
     from exportlens.server.config import Settings
     from exportlens.server.features.progress import JobProgress
     from exportlens.server.scheduler import Scheduler
@@ -52,8 +53,7 @@ class Host(Protocol):
     io: ThreadPoolExecutor  # cache reads/writes and index builds, off the event loop
     fresh: set[str]  # documents whose next export skips the cache
     progress_for: dict[int, JobProgress]  # request id -> its $/progress
-    pull_diagnostics: bool
-    supports_progress: bool
+    client: ClientProfile  # what the client takes, read once at initialize
     publish_serial: int
     config_ready: asyncio.Event  # set once the client's settings were read
 
@@ -75,8 +75,6 @@ class Host(Protocol):
     # ---- pygls LanguageServer
     @property
     def workspace(self) -> Workspace: ...
-    @property
-    def client_capabilities(self) -> types.ClientCapabilities: ...
     @property
     def work_done_progress(self) -> Progress: ...
     def feature(self, feature_name: str, options: Any | None = None) -> Callable[[F], F]: ...

@@ -58,19 +58,13 @@ def _same(a: types.Diagnostic, b: types.Diagnostic) -> bool:
     return a.range == b.range and str(a.code) == str(b.code) and a.message == b.message
 
 
-def _document_changes(server: Host) -> bool:
-    caps = server.client_capabilities.workspace
-    edit = caps.workspace_edit if caps is not None else None
-    return bool(edit is not None and edit.document_changes)
-
-
 def _action(server: Host, state: DocumentState, fix: Fix, published: types.Diagnostic, encoding: str) -> types.CodeAction:
     lines = state.result_lines
     edits = [
         types.TextEdit(types.Range(_position(lines, e.line, e.column, encoding), _position(lines, e.end_line, e.end_column, encoding)), e.new_text)
         for e in fix.edits
     ]
-    if _document_changes(server):
+    if server.client.document_changes:
         identifier = types.OptionalVersionedTextDocumentIdentifier(uri=state.uri, version=state.version)
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(identifier, edits)])  # type: ignore[list-item]
     else:

@@ -63,7 +63,7 @@ def effective_settings(server: Host) -> dict[str, Any]:
         "strict": s.strict,
         "inlay_hints": s.inlay_hints,
         "diagnostics": {"disabled": sorted(s.diagnostics.disabled)},
-        "pull_diagnostics": server.pull_diagnostics,
+        "pull_diagnostics": server.client.pull_diagnostics,
     }
 
 

@@ -132,7 +132,7 @@ def publish(server: Host, state: DocumentState) -> None:
     state.published = items
     server.publish_serial += 1
     state.result_id = f"{state.uri}@{state.result_version}:{server.publish_serial}"
-    if server.pull_diagnostics:
+    if server.client.pull_diagnostics:
         server.workspace_diagnostic_refresh(None)
     else:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
@@ -140,7 +140,7 @@ def publish(server: Host, state: DocumentState) -> None:
 
 def clear(server: Host, uri: str) -> None:
     """The document closed (or stopped declaring targets): show nothing for it."""
-    if not server.pull_diagnostics:
+    if not server.client.pull_diagnostics:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 

@@ -1,8 +1,9 @@
 """Lifecycle, text synchronisation and configuration.
 
-- ``initialize``: read ``initializationOptions``, decide push or pull diagnostics and
-  whether the client takes ``$/progress``; start warming a worker when the workspace
-  has a model file (``exportlens.server.warmup``).
+- ``initialize``: read the client's capabilities once (``ClientProfile``: push or
+  pull diagnostics, progress, markdown or plain text, ...) and
+  ``initializationOptions``; start warming a worker when the workspace has a model
+  file (``exportlens.server.warmup``).
 - ``textDocument/didOpen`` / ``didSave``: export at once; ``didChange``: export the
   buffer after the debounce; ``didClose``: stop and clear its diagnostics.
 - ``workspace/didChangeConfiguration``: new settings (pushed in the notification,
@@ -24,6 +25,7 @@ from pygls import uris
 
 from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.server import config, warmup
+from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics, hints
 from exportlens.server.state import DocumentState
 
@@ -130,7 +132,7 @@ def apply_settings(server: Host) -> None:
 
 async def pull_configuration(server: Host) -> None:
     """Ask a client that supports ``workspace/configuration`` for the ``exportlens`` section."""
-    if not (server.client_capabilities.workspace and server.client_capabilities.workspace.configuration):
+    if not server.client.configuration:
         return
     try:
         [value] = await asyncio.wait_for(
@@ -149,14 +151,10 @@ def register(server: Host) -> None:
     @server.feature(types.INITIALIZE)
     @guarded("initialize")
     def initialize(ls: Host, params: types.InitializeParams) -> None:
-        caps = params.capabilities
+        ls.client = ClientProfile.read(params.capabilities)
         ls.init_section = config.section_of(params.initialization_options)
-        can_pull = caps.text_document is not None and caps.text_document.diagnostic is not None
-        can_refresh = bool(caps.workspace and caps.workspace.diagnostics and caps.workspace.diagnostics.refresh_support)
-        ls.pull_diagnostics = can_pull and can_refresh
-        if ls.pull_diagnostics:
+        if ls.client.pull_diagnostics:
             diagnostics.register(ls)
-        ls.supports_progress = bool(caps.window and caps.window.work_done_progress)
         apply_settings(ls)
         folders = warmup.workspace_folders(params.root_uri, params.root_path, [f.uri for f in params.workspace_folders or []])
         ls.background(warmup.warm_if_models(ls, folders), "warming a worker")

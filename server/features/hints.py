@@ -4,7 +4,7 @@
 produced (``core/serde/located.py``: a node belongs to every line of this file in
 its stack, so a call of a submodule shows the submodule's output), with torch's
 symbols named after the user's ``Dim``; the tooltip names the node, its op and
-torch's symbol. Lines of ``forward`` and of every function and submodule it calls,
+torch's symbol, in the client's markup (plain text unless its hover takes markdown). Lines of ``forward`` and of every function and submodule it calls,
 in the declaring file and in a model module (a view's targets keep their programs).
 
 Like hover, the hints are built once per result, off the event loop
@@ -31,6 +31,7 @@ from lsprotocol import types
 
 from exportlens.core.model.results import FileResult
 from exportlens.core.serde.located import Located, at_lines, programs
+from exportlens.server.markup import Markup, content
 from exportlens.server.positions import byte_column_to_units, split_lines
 
 if TYPE_CHECKING:
@@ -69,17 +70,18 @@ class LineHint:
 
 
 class HintIndex:
-    def __init__(self, hints: Iterable[LineHint] = ()) -> None:
+    def __init__(self, markup: Markup, hints: Iterable[LineHint] = ()) -> None:
+        self.markup = markup  # what the tooltips are written in
         self._hints = sorted(hints, key=lambda h: (h.line, h.byte_column))
 
     @classmethod
-    def build(cls, path: str, source: str, result: FileResult) -> HintIndex:
+    def build(cls, path: str, source: str, result: FileResult, markup: Markup) -> HintIndex:
         """Never raises: a result whose hints cannot be made has none (logged)."""
         try:
-            return cls(_hints(path, source, result))
+            return cls(markup, _hints(path, source, result, markup))
         except Exception:  # hints must never take the server down
             log.exception("inlay hints for %s could not be built", path)
-            return cls()
+            return cls(markup)
 
     def between(self, first: int, last: int) -> list[LineHint]:
         """The hints on lines ``first``..``last`` (0-based, inclusive)."""
@@ -89,7 +91,7 @@ class HintIndex:
         return len(self._hints)
 
 
-def _hints(path: str, source: str, result: FileResult) -> list[LineHint]:
+def _hints(path: str, source: str, result: FileResult, markup: Markup) -> list[LineHint]:
     read = programs(result.targets)
     if not read:
         return []
@@ -111,7 +113,7 @@ def _hints(path: str, source: str, result: FileResult) -> list[LineHint]:
             if any(m is not None for m in entry.node.meta) and (key not in last or order[key][entry.node.name] > order[key][last[key].node.name]):
                 last[key] = entry
         if last:
-            hints.append(LineHint(line - 1, column, _label(list(last.values())), _tooltip(list(last.values()))))
+            hints.append(LineHint(line - 1, column, _label(list(last.values())), _tooltip(markup, list(last.values()))))
     return hints
 
 
@@ -121,15 +123,15 @@ def _label(values: list[Located]) -> str:
     return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
 
 
-def _tooltip(values: list[Located]) -> str:
+def _tooltip(m: Markup, values: list[Located]) -> str:
     parts = []
     for v in values:
         op = v.node.target.removeprefix("torch.ops.")
         names = v.program.dim_names
-        used = {s for m in v.node.meta if m is not None for d in m.shape for s in _SYMBOL.findall(str(d)) if s in names}
-        symbols = "".join(f"\n\n`{names[s]}` is torch's `{s}`" for s in sorted(used))
-        parts.append(f"{v.program.target.name}: `{v.node.name}` = `{op}`, {v.value}{symbols}")
-    return "\n\n---\n\n".join(parts)
+        used = {s for meta in v.node.meta if meta is not None for d in meta.shape for s in _SYMBOL.findall(str(d)) if s in names}
+        symbols = "".join(f"\n\n{m.code(names[s])} is torch's {m.code(s)}" for s in sorted(used))
+        parts.append(f"{v.program.target.name}: {m.code(v.node.name)} = {m.code(op)}, {v.value}{symbols}")
+    return f"\n\n{m.rule()}\n\n".join(parts)
 
 
 def _anchors(source: str, lines: list[str]) -> Callable[[int], tuple[int, int]]:
@@ -187,7 +189,7 @@ def hints_in(state: DocumentState, current: list[str], first: int, last: int, en
                 position=types.Position(hint.line, byte_column_to_units(text, hint.byte_column, encoding)),
                 label=hint.label,
                 kind=types.InlayHintKind.Type,
-                tooltip=types.MarkupContent(kind=types.MarkupKind.Markdown, value=hint.tooltip),
+                tooltip=content(index.markup, hint.tooltip),
                 padding_left=True,
             )
         )
@@ -196,9 +198,7 @@ def hints_in(state: DocumentState, current: list[str], first: int, last: int, en
 
 def refresh(server: Host) -> None:
     """Ask the client to request hints again, when it can be asked."""
-    workspace = server.client_capabilities.workspace
-    support = workspace.inlay_hint if workspace is not None else None
-    if support is None or not support.refresh_support:
+    if not server.client.inlay_hint_refresh:
         return
     try:
         server.workspace_inlay_hint_refresh(None)

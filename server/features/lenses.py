@@ -99,9 +99,7 @@ def lenses_for(state: DocumentState, current: list[str], uri: str) -> list[types
 
 def refresh(server: Host) -> None:
     """Ask the client to request lenses again, when it can be asked."""
-    workspace = server.client_capabilities.workspace
-    support = workspace.code_lens if workspace is not None else None
-    if support is None or not support.refresh_support:
+    if not server.client.code_lens_refresh:
         return
     try:
         server.workspace_code_lens_refresh(None)

@@ -32,7 +32,7 @@ class JobProgress:
         self._queue: asyncio.Queue[tuple[str, str, int | None]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._ended = False
-        if server.supports_progress:
+        if server.client.progress:
             self._task = asyncio.get_running_loop().create_task(self._send(title, message))
 
     def report(self, message: str, percentage: int | None = None) -> None:

@@ -1,8 +1,9 @@
 """``textDocument/hover``: InputSpec/OutputSpec hovers from the in-memory index.
 
 The hover feature is this package: ``anchors`` decides what each place of the file
-shows, ``markdown`` writes it, ``index`` holds it for lookups; this module is the LSP
-handler. The index (:class:`HoverIndex`) is built once per result, off the hot
+shows, ``text`` writes it (in the client's markup: markdown, or plain text for a
+client that does not take it), ``index`` holds it for lookups; this module is the
+LSP handler. The index (:class:`HoverIndex`) is built once per result, off the hot
 path, for the exact text the result was made from. A hover never waits for a
 worker. When the buffer has changed since, the index still answers for a line
 whose text is unchanged; any other line gets no hover (its positions may have moved).
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.server.features.hover.index import HoverIndex
+from exportlens.server.markup import content
 from exportlens.server.positions import UTF16, convert, split_lines
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ def hover_at(state: DocumentState, current_lines: list[str], position: types.Pos
         return None
     found_text = state.result_lines[found.line] if 0 <= found.line < len(state.result_lines) else text
     return types.Hover(
-        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=found.markdown),
+        contents=content(index.markup, found.text),
         range=types.Range(
             types.Position(found.line, convert(found_text, found.start, UTF16, encoding)),
             types.Position(found.line, convert(found_text, found.end, UTF16, encoding)),

@@ -34,7 +34,8 @@ from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
 from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
 from exportlens.server.features.hover import dims, submodules
-from exportlens.server.features.hover import markdown as md
+from exportlens.server.features.hover import text as md
+from exportlens.server.markup import Markup
 from exportlens.server.positions import LineSpan, SourceSpans, split_lines
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,9 @@ def _key(s: SourceLine) -> tuple[int, int, int | None, int | None]:
 class Anchors:
     """Collects ``span -> sections`` for every target of one result."""
 
-    def __init__(self, path: str, source: str, result: FileResult) -> None:
+    def __init__(self, path: str, source: str, result: FileResult, markup: Markup) -> None:
         self.path = path
+        self.markup = markup  # the client's: every section is written in it
         self.text = SourceSpans(split_lines(source))
         self.source = _parse(source, path)
         self.result = result
@@ -88,7 +90,7 @@ class Anchors:
             self.claimed.add((target, span))
 
     def target_text(self, target: TargetResult) -> str:
-        return md.target_hover(target, self._errors_of(target))
+        return md.target_hover(self.markup, target, self._errors_of(target))
 
     def _target_line(self, target: TargetResult) -> None:
         if target.line <= 0:
@@ -153,6 +155,7 @@ class _TargetView:
 
     def __init__(self, builder: Anchors, target: TargetResult, sig: Signature) -> None:
         self.b = builder
+        self.m = builder.markup
         self.target = target
         self.sig = sig
         self.name = target.name
@@ -231,7 +234,7 @@ class _TargetView:
                 continue
             names = {s.arg.name for s in specs}
             mutations = [o for o in self.sig.outputs if _names_user_input(o) and o.target in names]
-            text = md.section(f"**{pname}** · forward argument · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
+            text = md.section(self.m, f"{self.m.bold(pname)} · forward argument · {self.m.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
             spans = self.b.text.word(where, pname) + self.b.text.spans(where)
             limit = f.rebound_at.get(pname)
             for use in f.name_uses.get(pname, []):
@@ -244,12 +247,12 @@ class _TargetView:
         results = [o for o in self.sig.outputs if o.kind in _RESULT_OUTPUTS or o.kind not in OUTPUT_KINDS and o.target is None]
         for ret in f.returns:
             mine = [o for o in results if _same_start(o.source, ret)]
-            title = f"**return** · {md.code(self.name)}"
+            title = f"{self.m.bold('return')} · {self.m.code(self.name)}"
             if mine:
-                text = md.section(title, mine, self.sig.ranges, names=self.sig.dim_names)
+                text = md.section(self.m, title, mine, self.sig.ranges, names=self.sig.dim_names)
             else:
-                note = "Export did not trace this `return`; the program's outputs:"
-                text = md.section(title, results, self.sig.ranges, note, names=self.sig.dim_names)
+                note = f"Export did not trace this {self.m.code('return')}; the program's outputs:"
+                text = md.section(self.m, title, results, self.sig.ranges, note, names=self.sig.dim_names)
             self.b.add(self.b.text.spans(ret), self.name, text)
 
 
@@ -274,7 +277,7 @@ class _TargetView:
                 continue
             targets = {s.target for s in specs if s.target is not None}
             mutations = [o for o in self.sig.outputs if _names_state(o) and o.target in targets]
-            text = md.section(f"**self.{attr}** · {md.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
+            text = md.section(self.m, f"{self.m.bold(f'self.{attr}')} · {self.m.code(self.name)}", [*specs, *mutations], self.sig.ranges, names=self.sig.dim_names)
             spans: list[LineSpan] = []
             for use in c.self_uses.get(attr, []):
                 spans += self.b.text.spans(use)
@@ -310,7 +313,7 @@ class _TargetView:
                 s for s in self.sig.inputs
                 if (s.kind == "USER_INPUT" and s.arg.name in targets) or (s.kind != "USER_INPUT" and s.target in targets)
             ]
-            text = md.section(f"**in-place update** · {md.code(self.name)}", [*outs, *mutated], self.sig.ranges, names=self.sig.dim_names)
+            text = md.section(self.m, f"{self.m.bold('in-place update')} · {self.m.code(self.name)}", [*outs, *mutated], self.sig.ranges, names=self.sig.dim_names)
             self.b.add(self.b.text.spans(where) + self.b.text.whole_line(where.line), self.name, text)
 
 
@@ -326,7 +329,7 @@ class _TargetView:
             assert where is not None
             spans = [sp for sp in self.b.text.spans(where) if (self.name, sp) not in self.b.claimed]
             if spans:
-                text = md.section(f"**line {where.line}** · {md.code(self.name)}", specs, self.sig.ranges, names=self.sig.dim_names)
+                text = md.section(self.m, f"{self.m.bold(f'line {where.line}')} · {self.m.code(self.name)}", specs, self.sig.ranges, names=self.sig.dim_names)
                 self.b.add(spans, self.name, text)
 
 

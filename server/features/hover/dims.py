@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from exportlens.core.model.results import Diagnostic, Related, TargetResult
 from exportlens.core.model.signature import InputSpec, Signature, SourceLine
-from exportlens.server.features.hover import markdown as md
+from exportlens.server.features.hover import text as md
+from exportlens.server.markup import Markup
 from exportlens.server.positions import LineSpan
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def add_declarations(b: Anchors) -> None:
-    index = b.source
+    index, m = b.source, b.markup
     extents = {t.name: _extent(b, t) for t in b.result.targets}
     for name, wheres in index.dim_all.items():
         for where in wheres:
@@ -40,10 +41,10 @@ def add_declarations(b: Anchors) -> None:
             for target in b.result.targets:
                 if not _owns(extents, target.name, name, where, wheres):
                     continue
-                text = _target_text(name, target)
+                text = _target_text(m, name, target)
                 if text is None and target.signature is None and not any(d.target in (None, target.name) for d in specialised):
                     # Failed for another reason: say why the hover has no range.
-                    text = f"**Dim {md.code(name)}** · {md.code(target.name)} · export {target.status}: torch recorded no range"
+                    text = f"{m.bold(f'Dim {m.code(name)}')} · {m.code(target.name)} · export {target.status}: torch recorded no range"
                 if text is not None:
                     b.add(spans, target.name, text)
             for d in specialised:
@@ -86,7 +87,7 @@ def _uses(sig: Signature, symbols: list[str]) -> list[InputSpec]:
     return [s for s in sig.inputs if s.kind == "USER_INPUT" and set(md.symbols([s])) & set(symbols)]
 
 
-def _target_text(name: str, target: TargetResult) -> str | None:
+def _target_text(m: Markup, name: str, target: TargetResult) -> str | None:
     sig = target.signature
     if sig is None:
         return None
@@ -98,7 +99,7 @@ def _target_text(name: str, target: TargetResult) -> str | None:
     uses = _uses(sig, symbols)
     if uses:
         lines += ["", *md.spec_rows(uses, names=sig.dim_names)]
-    return "\n\n".join([f"**Dim {md.code(name)}** · {md.code(target.name)}", md.fence(lines)])
+    return "\n\n".join([f"{m.bold(f'Dim {m.code(name)}')} · {m.code(target.name)}", m.block(lines)])
 
 
 def _specialised(b: Anchors, name: str, where: SourceLine) -> list[Diagnostic]:
@@ -118,16 +119,17 @@ def _related_text(b: Anchors, r: Related) -> str:
     here = os.path.realpath(r.path) == os.path.realpath(b.path)
     place = f"line {r.line}" if here else f"{os.path.basename(r.path)}:{r.line}"
     code = b.source.line_text(r.line).strip() if here else ""
-    return f"{place}" + (f" · {md.code(code)}" if code else "") + f" · {r.message}"
+    return f"{place}" + (f" · {b.markup.code(code)}" if code else "") + f" · {r.message}"
 
 
 def _specialised_text(b: Anchors, name: str, d: Diagnostic) -> str:
-    target = f" · {md.code(d.target)}" if d.target else ""
-    parts = [f"**Dim {md.code(name)}**{target} · torch specialised it"]
+    m = b.markup
+    target = f" · {m.code(d.target)}" if d.target else ""
+    parts = [f"{m.bold(f'Dim {m.code(name)}')}{target} · torch specialised it"]
     lines = [_related_text(b, r) for r in d.related if "specialis" in r.message]
     if lines:
         parts.append("Specialised by:\n\n" + "\n".join(f"- {line}" for line in lines))
     else:
         parts.append("torch's message does not say which line specialised it.")
-    parts.append(md.diagnostic_text(d))
+    parts.append(md.diagnostic_text(m, d))
     return "\n\n".join(parts)

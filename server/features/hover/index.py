@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exportlens.core.model.results import FileResult
-from exportlens.server.features.hover import markdown as md
+from exportlens.server.features.hover import text as md
 from exportlens.server.features.hover.anchors import Anchors
+from exportlens.server.markup import Markup
 from exportlens.server.positions import LineSpan
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HoverText:
-    markdown: str
+    text: str  # in the markup the index was built for
     line: int  # 0-based
     start: int  # UTF-16 code units, the hovered word/span
     end: int
@@ -42,19 +43,21 @@ class _Segments:
 
 
 class HoverIndex:
-    def __init__(self, lines: dict[int, _Segments] | None = None) -> None:
+    def __init__(self, markup: Markup, lines: dict[int, _Segments] | None = None) -> None:
+        self.markup = markup  # what every text of the index is written in
         self._lines = lines or {}
 
     @classmethod
-    def build(cls, path: str, source: str, result: FileResult) -> HoverIndex:
-        """Never raises: a part that cannot be built is left out (and logged)."""
+    def build(cls, path: str, source: str, result: FileResult, markup: Markup) -> HoverIndex:
+        """The hovers of ``result``, written in ``markup`` (the client's). Never raises:
+        a part that cannot be built is left out (and logged)."""
         try:
-            anchors = Anchors(path, source, result)
+            anchors = Anchors(path, source, result, markup)
             anchors.run()
-            return cls(_segments(anchors.sections))
+            return cls(markup, _segments(anchors.sections, markup))
         except Exception:  # a hover index must never take the server down
             log.exception("hover index for %s could not be built", path)
-            return cls()
+            return cls(markup)
 
     def hover(self, line: int, character: int) -> HoverText | None:
         segments = self._lines.get(line)
@@ -70,11 +73,11 @@ class HoverIndex:
         return sum(len(s.starts) for s in self._lines.values())
 
 
-def _segments(sections: dict[LineSpan, dict[str, None]]) -> dict[int, _Segments]:
+def _segments(sections: dict[LineSpan, dict[str, None]], markup: Markup) -> dict[int, _Segments]:
     """Each line's anchors, every target's view of a span joined into one hover."""
     by_line: dict[int, list[tuple[LineSpan, HoverText]]] = {}
     for span, texts in sections.items():
-        hover = HoverText(md.join_sections(list(texts)), span.line, span.start, span.end)
+        hover = HoverText(md.join_sections(markup, list(texts)), span.line, span.start, span.end)
         by_line.setdefault(span.line, []).append((span, hover))
     return {line: _paint(anchors) for line, anchors in by_line.items()}
 

@@ -26,7 +26,7 @@ from exportlens.core.model.signature import InputSpec, OutputSpec
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.modules import module_types
 from exportlens.core.source.sourcemap import ClassInfo
-from exportlens.server.features.hover import markdown as md
+from exportlens.server.features.hover import text as md
 
 if TYPE_CHECKING:
     from exportlens.server.features.hover.anchors import _TargetView
@@ -92,8 +92,9 @@ def add_class_lines(view: _TargetView, roots: set[int]) -> None:
         specs = list(found.values())
         fqns = {s.target for s in specs}
         mutations: list[OutputSpec] = [o for o in view.sig.outputs if o.kind in _STATE_OUTPUTS and o.target in fqns]
-        where = ", ".join(md.code(p) for p in paths)
-        title = f"**class {c.qualname.rsplit('.', 1)[-1]}** · submodule of {md.code(view.name)} at {where}"
+        m = view.m
+        where = ", ".join(m.code(p) for p in paths)
+        title = f"{m.bold('class ' + c.qualname.rsplit('.', 1)[-1])} · submodule of {m.code(view.name)} at {where}"
         note = "" if specs else "No parameters or buffers."
-        text = md.section(title, [*specs, *mutations], view.sig.ranges, note, names=view.sig.dim_names)
+        text = md.section(m, title, [*specs, *mutations], view.sig.ranges, note, names=view.sig.dim_names)
         view.b.add(view.b.text.whole_line(c.where.line), view.name, text)

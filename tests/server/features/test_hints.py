@@ -11,6 +11,7 @@ import pytest
 
 from exportlens.core.model.results import FileResult
 from exportlens.server.features.hints import HintIndex
+from exportlens.server.markup import MARKDOWN
 
 SOURCE = '''\
 import torch
@@ -58,7 +59,7 @@ def line_of(text: str) -> int:
 
 def test_each_line_shows_its_last_value_per_target(built: tuple[Path, FileResult]) -> None:
     path, result = built
-    hints = {h.line: h for h in HintIndex.build(str(path), SOURCE, result).between(0, 100)}
+    hints = {h.line: h for h in HintIndex.build(str(path), SOURCE, result, MARKDOWN).between(0, 100)}
     chunk = hints[line_of("a, b = x.chunk")]
     # Two targets, two shapes: each named; the Dim of one target named, the other static.
     assert chunk.label == "small: float32[rows, 2] · wide: float32[3, 4]"
@@ -73,14 +74,14 @@ def test_each_line_shows_its_last_value_per_target(built: tuple[Path, FileResult
 def test_a_program_that_cannot_be_read_gives_no_hints(built: tuple[Path, FileResult]) -> None:
     path, result = built
     broken = replace(result, targets=tuple(replace(t, program=b"\x93garbage") for t in result.targets))
-    assert len(HintIndex.build(str(path), SOURCE, broken)) == 0
+    assert len(HintIndex.build(str(path), SOURCE, broken, MARKDOWN)) == 0
 
 
 def test_hints_of_another_file_are_not_here(built: tuple[Path, FileResult], tmp_path: Path) -> None:
     path, result = built
     other = tmp_path / "split.py"  # same name, another folder
-    assert len(HintIndex.build(str(other), SOURCE, result)) == 0
-    assert len(HintIndex.build(str(path), SOURCE, result)) > 0
+    assert len(HintIndex.build(str(other), SOURCE, result, MARKDOWN)) == 0
+    assert len(HintIndex.build(str(path), SOURCE, result, MARKDOWN)) > 0
 
 
 SEMICOLONS = '''\
@@ -110,7 +111,7 @@ def test_a_line_of_two_statements_shows_its_hint_after_the_last(tmp_path: Path) 
     [result] = Pipeline(Overrides(timeout_s=120, cache=False)).run([str(path)], jobs=1).results
     assert [t.status for t in result.targets] == ["ok"], result.diagnostics
     line = SEMICOLONS.split("\n").index("        a = x * 2; b = a.sum(-1, keepdim=True)  # two statements on one line")
-    [hint] = [h for h in HintIndex.build(str(path), SEMICOLONS, result).between(line, line)]
+    [hint] = [h for h in HintIndex.build(str(path), SEMICOLONS, result, MARKDOWN).between(line, line)]
     # The last value the line assigns (b), after the line's code, not between the statements.
     assert hint.label == "float32[3, 1]"
     assert hint.byte_column == len("        a = x * 2; b = a.sum(-1, keepdim=True)")

@@ -9,6 +9,7 @@ from lsprotocol import types
 
 from exportlens.core.model.results import FileResult
 from exportlens.server.features.hover import hover_at
+from exportlens.server.markup import MARKDOWN
 from exportlens.server.positions import UTF8, UTF16, split_lines
 from exportlens.server.state import DocumentState
 
@@ -18,7 +19,7 @@ LINES = split_lines(TEXT)
 
 @dataclass(frozen=True)
 class FakeHover:
-    markdown: str
+    text: str
     line: int
     start: int
     end: int
@@ -29,6 +30,7 @@ class FakeIndex:
 
     def __init__(self) -> None:
         self.queries: list[tuple[int, int]] = []
+        self.markup = MARKDOWN
         line = LINES[2]
         self.start = line.index("self.steps")
         self.end = self.start + len("self.steps")

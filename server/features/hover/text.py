@@ -1,8 +1,9 @@
-"""Hover text: signature specs as markdown that reads well in VS Code and Neovim.
+"""Hover text: signature specs that read well in VS Code, Neovim and plain-text clients.
 
-Neovim renders hover markdown in a plain float (no pipe tables), so every table is
-an aligned fenced ``text`` block and everything else is a bold first line and short
-paragraphs. Specs are printed exactly as ``print(ep.graph_signature)`` prints them
+Written in the client's markup (``exportlens.server.markup``: markdown or plain
+text, the same information). Neovim renders hover markdown in a plain float (no
+pipe tables), so every table is aligned lines (a fenced ``text`` block in markdown)
+and everything else is a bold first line and short paragraphs. Specs are printed exactly as ``print(ep.graph_signature)`` prints them
 (``b_steps: BUFFER target='steps' persistent=True``) followed by the tensor's
 ``dtype[shape] device``; symbolic dimensions get their ranges underneath. A symbol
 torch made for a ``Dim`` the user declared is shown by that name (``float32[batch,
@@ -10,6 +11,8 @@ torch made for a ``Dim`` the user declared is shown by that name (``float32[batc
 at hand: it is the one torch's own messages and ``print(ep)`` use.
 
 Pure string building, torch-free; unknown kinds are just strings and print as is.
+The functions that write markup take the writer (``m``) first; the others are the
+same text in every markup.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from exportlens.core.model import repeated
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims, spec_text
+from exportlens.server.markup import Markup
 
 Spec: TypeAlias = InputSpec | OutputSpec
 # torch's symbol -> the user's Dim name (``Signature.dim_names``).
@@ -30,22 +34,6 @@ Ranges: TypeAlias = dict[str, tuple[int | None, int | None]]
 _NO_NAMES: Names = {}
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BACKTICKS = re.compile(r"`+")
-
-
-def code(text: str) -> str:
-    """``text`` as an inline code span, whatever backticks it holds."""
-    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
-
-
-def fence(lines: Sequence[str]) -> str:
-    """A fenced ``text`` block; the fence outgrows any backtick run inside."""
-    longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return "\n".join([f"{ticks}text", *lines, ticks])
 
 
 def value_text(spec: Spec, names: Names = _NO_NAMES) -> str:
@@ -119,26 +107,26 @@ def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False, names: Names =
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
 
 
-def specs_block(specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES) -> str:
-    """A fenced table of some specs, with the ranges of the symbols they use."""
+def specs_block(m: Markup, specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES) -> str:
+    """A table of some specs, with the ranges of the symbols they use."""
     lines = spec_rows(specs, names=names)
     extra = range_lines(specs, ranges, names)
     if extra:
         lines += ["", *extra]
-    return fence(lines)
+    return m.block(lines)
 
 
-def section(title: str, specs: Sequence[Spec], ranges: Ranges, note: str = "", names: Names = _NO_NAMES) -> str:
-    """A bold title, an optional note, and the specs' table."""
+def section(m: Markup, title: str, specs: Sequence[Spec], ranges: Ranges, note: str = "", names: Names = _NO_NAMES) -> str:
+    """A title (already written in ``m``), an optional note, and the specs' table."""
     parts = [title]
     if note:
         parts.append(note)
     if specs:
-        parts.append(specs_block(specs, ranges, names))
+        parts.append(specs_block(m, specs, ranges, names))
     return "\n\n".join(parts)
 
 
-def signature_block(sig: Signature) -> str:
+def signature_block(m: Markup, sig: Signature) -> str:
     """The whole signature in torch's order, ``# inputs`` / ``# outputs`` as torch prints it."""
     inputs = spec_rows(sig.inputs, with_lines=True, names=sig.dim_names)
     outputs = spec_rows(sig.outputs, with_lines=True, names=sig.dim_names)
@@ -146,18 +134,18 @@ def signature_block(sig: Signature) -> str:
     if sig.ranges:
         lines += ["", "# ranges", *(range_line(sig.dim_names.get(s, s), r) for s, r in sig.ranges.items())]
         lines += torch_name_lines(sig.ranges, sig.dim_names)
-    return fence(lines)
+    return m.block(lines)
 
 
-def target_title(target: TargetResult) -> str:
+def target_title(m: Markup, target: TargetResult) -> str:
     if target.status == "ok":
         took = f" in {target.export_ms:.0f} ms" if target.export_ms is not None else ""
-        return f"**{target.name}** · export ok{took}"
+        return f"{m.bold(target.name)} · export ok{took}"
     took = f" after {target.export_ms:.0f} ms" if target.export_ms is not None else ""
-    return f"**{target.name}** · export {target.status}{took}"
+    return f"{m.bold(target.name)} · export {target.status}{took}"
 
 
-def lowering_text(lowering: Lowering) -> str:
+def lowering_text(m: Markup, lowering: Lowering) -> str:
     """``Lowers to ONNX (opset 20, 3 nodes, 720 ms), outputs match (max error 2.4e-07)``,
     then each compared output with its error and tolerance."""
     line = lowering.describe()
@@ -166,18 +154,18 @@ def lowering_text(lowering: Lowering) -> str:
         f"{o.name}  {o.dtype}  " + (f"max abs {o.max_abs:.3g}  max rel {o.max_rel:.3g}  (atol {o.atol:g}, rtol {o.rtol:g})" if o.shape_ok else "shape differs") + ("" if o.ok else "  DIFFERS")
         for o in lowering.outputs
     ]
-    return text + ("\n\n" + fence(rows) if rows else "")
+    return text + ("\n\n" + m.block(rows) if rows else "")
 
 
-def diagnostic_text(d: Diagnostic) -> str:
-    """A diagnostic's code and line in bold, its first line as a paragraph, the rest fenced."""
+def diagnostic_text(m: Markup, d: Diagnostic) -> str:
+    """A diagnostic's code and line in bold, its first line as a paragraph, the rest as a block."""
     first, _, rest = d.message.partition("\n")
-    text = f"**{code(d.code)}** line {d.line}: {first}"
+    text = f"{m.bold(m.code(d.code))} line {d.line}: {first}"
     more = [line.rstrip() for line in rest.splitlines()]
     while more and not more[-1]:
         more.pop()
     if more:
-        text += "\n\n" + fence(more)
+        text += "\n\n" + m.block(more)
     return text
 
 
@@ -192,22 +180,22 @@ def weights_text(target: TargetResult) -> str | None:
     return f"{text} {target.weights_note[0].upper()}{target.weights_note[1:]}." if target.weights_note else text
 
 
-def target_hover(target: TargetResult, errors: Sequence[Diagnostic]) -> str:
+def target_hover(m: Markup, target: TargetResult, errors: Sequence[Diagnostic]) -> str:
     """The target line's hover: status and time, the weights, the whole signature or the errors."""
-    parts = [target_title(target)]
+    parts = [target_title(m, target)]
     weights = weights_text(target)
     if weights:
         parts.append(weights)
     if target.lowering is not None:
-        parts.append(lowering_text(target.lowering))
+        parts.append(lowering_text(m, target.lowering))
     if target.signature is not None:
-        parts.append(signature_block(target.signature))
+        parts.append(signature_block(m, target.signature))
     elif target.status == "ok":
         parts.append("No signature was recorded for this target.")
-    parts.extend(diagnostic_text(d) for d in errors)
+    parts.extend(diagnostic_text(m, d) for d in errors)
     return "\n\n".join(parts)
 
 
-def join_sections(sections: Sequence[str]) -> str:
+def join_sections(m: Markup, sections: Sequence[str]) -> str:
     """Several targets' views of one place, separated by rules."""
-    return "\n\n---\n\n".join(sections)
+    return f"\n\n{m.rule()}\n\n".join(sections)
