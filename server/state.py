@@ -8,7 +8,17 @@ from typing import Any
 
 from lsprotocol import types
 
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import Diagnostic, FileResult
+
+
+@dataclass(frozen=True)
+class Published:
+    """A diagnostic as the client was sent it (its ``data`` names it by ``id``), and
+    the result's diagnostic it was made from (code actions compute fixes from that)."""
+
+    id: str
+    lsp: types.Diagnostic
+    found: Diagnostic
 
 
 @dataclass
@@ -21,7 +31,7 @@ class DocumentState:
     result_lines: list[str] = field(default_factory=list)
     result_version: int | None = None
     result_id: str | None = None  # for pull diagnostics: changes with every publish
-    published: list[types.Diagnostic] = field(default_factory=list)
+    published: list[Published] = field(default_factory=list)
     from_cache: bool = False
     # The hover index for ``result``, built off the hot path; None until built.
     index: Any = None

@@ -8,6 +8,8 @@ module only decides *when* to offer them and turns their edits into a
 * only for a diagnostic published for this document (a model file's own, or, in an
   open model module, the view's at its lines); a diagnostic shown in the declaring
   file at the target's line but living in a module gets its fix in the module;
+* the client's diagnostic is matched to the published one by its ``data`` id, else
+  its range and code (:func:`asked_for`), never by its message;
 * only while the buffer is exactly the text the result was made from
   (``state.result_lines``): an edit computed for other text would land on the wrong
   characters, and a fix for a diagnostic that may already be gone is not a fix;
@@ -28,12 +30,11 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core.fixes import Fix, fixes_for
-from exportlens.server.features.diagnostics import lsp_range
 from exportlens.server.positions import byte_column_to_units, split_lines
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
-    from exportlens.server.state import DocumentState
+    from exportlens.server.state import DocumentState, Published
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,36 @@ def _overlaps(a: types.Range, b: types.Range) -> bool:
     return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (a.end.line, a.end.character)
 
 
-def _same(a: types.Diagnostic, b: types.Diagnostic) -> bool:
-    return a.range == b.range and str(a.code) == str(b.code) and a.message == b.message
+def _data_id(d: types.Diagnostic) -> str | None:
+    return d.data.get("id") if isinstance(d.data, dict) and isinstance(d.data.get("id"), str) else None
 
 
-def _action(server: Host, state: DocumentState, fix: Fix, published: types.Diagnostic, encoding: str) -> types.CodeAction:
+def _same_code(asked: types.Diagnostic, published: types.Diagnostic) -> bool:
+    return asked.code is None or str(asked.code) == str(published.code)
+
+
+def asked_for(asked: types.Diagnostic, published: Sequence[Published]) -> list[Published]:
+    """The published diagnostics a client's diagnostic stands for, never by its message
+    (a client may rewrite it: ALE turns newlines into spaces):
+
+    1. its ``data.id``, which LSP 3.16 clients send back unchanged;
+    2. else its range and code (a client that drops ``data``): every target's, when
+       two targets publish the same line;
+    3. else its code on the same first line, overlapping: a client that counts the
+       columns its own way (bytes for UTF-16 code units, or a whole-line region).
+    """
+    wanted = _data_id(asked)
+    if wanted is not None:
+        found = [p for p in published if p.id == wanted]
+        if found:
+            return found
+    found = [p for p in published if p.lsp.range == asked.range and _same_code(asked, p.lsp)]
+    if found:
+        return found
+    return [p for p in published if p.lsp.range.start.line == asked.range.start.line and _same_code(asked, p.lsp) and _overlaps(p.lsp.range, asked.range)]
+
+
+def _action(server: Host, state: DocumentState, fix: Fix, diagnostic: types.Diagnostic, encoding: str) -> types.CodeAction:
     lines = state.result_lines
     edits = [
         types.TextEdit(types.Range(_position(lines, e.line, e.column, encoding), _position(lines, e.end_line, e.end_column, encoding)), e.new_text)
@@ -69,7 +95,7 @@ def _action(server: Host, state: DocumentState, fix: Fix, published: types.Diagn
         edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(identifier, edits)])  # type: ignore[list-item]
     else:
         edit = types.WorkspaceEdit(changes={state.uri: edits})
-    return types.CodeAction(title=fix.title, kind=KIND, diagnostics=[published], is_preferred=fix.preferred or None, edit=edit)
+    return types.CodeAction(title=fix.title, kind=KIND, diagnostics=[diagnostic], is_preferred=fix.preferred or None, edit=edit)
 
 
 def code_actions(server: Host, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -81,25 +107,21 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
     if split_lines(source) != state.result_lines:
         return []  # the buffer changed since the result: its fixes would be for other text
     encoding = str(server.workspace.position_encoding or "utf-16")
-    asked = params.context.diagnostics
+    # Each published diagnostic to fix, with the diagnostic the action names: the
+    # client's own where it sent one (it knows its copy), else the published one.
+    chosen: dict[str, tuple[Published, types.Diagnostic]] = {}
+    if params.context.diagnostics:
+        for asked in params.context.diagnostics:
+            for p in asked_for(asked, state.published):
+                chosen.setdefault(p.id, (p, asked))
+    else:
+        chosen = {p.id: (p, p.lsp) for p in state.published if _overlaps(p.lsp.range, params.range)}
     actions: list[types.CodeAction] = []
-    for found in state.result.diagnostics:
+    for p, named in chosen.values():
+        found = p.found
         if found.path is not None and os.path.realpath(found.path) != os.path.realpath(state.path):
             continue  # shown here at the target's line; its code, and its fix, are in a module
         d = replace(found, path=None)
-        # The published diagnostic it became (its range, code and message; not its
-        # related locations, which would read other files on the event loop).
-        where = lsp_range(state.result_lines, d.line, d.column, d.end_line, d.end_column, encoding)
-        # Two targets running the same line publish the same range, code and message:
-        # their ``data`` says which target each is.
-        same = [p for p in state.published if p.range == where and str(p.code) == d.code and p.message == d.message]
-        published = next((p for p in same if isinstance(p.data, dict) and p.data.get("target") == d.target), same[0] if same else None)
-        if published is None:
-            continue  # not published (a disabled code): nothing to fix in the editor
-        if asked and not any(_same(a, published) for a in asked):
-            continue
-        if not asked and not _overlaps(published.range, params.range):
-            continue
         try:
             fixes = fixes_for(source, d, state.result)
         except Exception:  # noqa: BLE001 - a fix that cannot be computed is not offered, the others are
@@ -108,12 +130,12 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
         for f in fixes:
             # One edit fixing the diagnostics of several targets (a class both run) is
             # one action listing them all, not the same entry once per target.
-            new = _action(server, state, f, published, encoding)
+            new = _action(server, state, f, named, encoding)
             twin = next((a for a in actions if a.title == new.title and a.edit == new.edit), None)
             if twin is None:
                 actions.append(new)
-            elif published not in (twin.diagnostics or []):
-                twin.diagnostics = [*(twin.diagnostics or []), published]
+            elif named not in (twin.diagnostics or []):
+                twin.diagnostics = [*(twin.diagnostics or []), named]
                 twin.is_preferred = twin.is_preferred and new.is_preferred
     return actions
 

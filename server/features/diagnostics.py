@@ -14,6 +14,13 @@ declaring file shows it at the target's line, naming the module's line.
 Core diagnostics are 1-based lines with UTF-8 byte columns; ``to_lsp`` turns them
 into 0-based ranges in the negotiated position encoding, using the exact text the
 result was made from.
+
+Every published diagnostic carries ``data = {"id": ..., "target": ...}``: a stable
+id made of its target, code and span (the same for the same problem in every
+publish and position encoding). LSP 3.16 clients send ``data`` back unchanged with
+a code action request, and the server finds its diagnostic by it
+(``exportlens.server.features.actions``); the message is free for the client to
+rewrite (ALE turns its newlines into spaces).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pygls import uris
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.core.model.views import at_declaration
 from exportlens.server.positions import byte_column_to_units, split_lines, units
+from exportlens.server.state import Published
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -89,14 +97,25 @@ def read_lines(path: str) -> list[str]:
         return [""]
 
 
+def stable_id(diagnostic: Diagnostic) -> str:
+    """``target|code|line:column-end_line:end_column`` of the diagnostic as published
+    (1-based lines, UTF-8 byte columns: independent of the position encoding)."""
+    d = diagnostic
+    end = f"{d.end_line}:{d.end_column}" if d.end_line is not None and d.end_column is not None else ""
+    return f"{d.target or ''}|{d.code}|{d.line}:{d.column}-{end}"
+
+
 def to_lsp(
     diagnostic: Diagnostic,
     lines: list[str],
     path: str,
     encoding: str,
     read: Callable[[str], list[str]] = read_lines,
+    id: str | None = None,
 ) -> types.Diagnostic:
-    data = {"target": diagnostic.target} if diagnostic.target else None
+    data: dict[str, str] = {"id": id or stable_id(diagnostic)}
+    if diagnostic.target:
+        data["target"] = diagnostic.target
     related = [_related(r, path, lines, encoding, read) for r in diagnostic.related]
     return types.Diagnostic(
         range=lsp_range(lines, diagnostic.line, diagnostic.column, diagnostic.end_line, diagnostic.end_column, encoding),
@@ -117,7 +136,8 @@ def publish(server: Host, state: DocumentState) -> None:
     """Convert the state's result, then push it (or ask a pull client to pull again)."""
     disabled = server.settings.diagnostics
     encoding = str(server.workspace.position_encoding or "utf-16")
-    items: list[types.Diagnostic] = []
+    published: list[Published] = []
+    ids: dict[str, int] = {}
     if state.result is not None:
         for found in state.result.diagnostics:
             # A line in a local module is published there (``views``); here it
@@ -125,11 +145,15 @@ def publish(server: Host, state: DocumentState) -> None:
             d = at_declaration(found, state.path)
             if d is None or not disabled.enabled(d.code):
                 continue
+            key = stable_id(d)
+            ids[key] = ids.get(key, 0) + 1
+            id = key if ids[key] == 1 else f"{key}#{ids[key]}"  # the same span twice: two messages
             try:
-                items.append(to_lsp(d, state.result_lines, state.path, encoding))
+                published.append(Published(id, to_lsp(d, state.result_lines, state.path, encoding, id=id), found))
             except Exception:  # noqa: BLE001 - one odd diagnostic must not hide the others
                 log.exception("cannot convert diagnostic %r", d)
-    state.published = items
+    state.published = published
+    items = [p.lsp for p in published]
     server.publish_serial += 1
     state.result_id = f"{state.uri}@{state.result_version}:{server.publish_serial}"
     if server.client.pull_diagnostics:
@@ -157,7 +181,7 @@ async def pull(server: Host, params: types.DocumentDiagnosticParams) -> types.Do
     state = server.documents.get(uri) or state
     if state.result_id is not None and params.previous_result_id == state.result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=state.result_id)
-    return types.RelatedFullDocumentDiagnosticReport(items=list(state.published), result_id=state.result_id)
+    return types.RelatedFullDocumentDiagnosticReport(items=[p.lsp for p in state.published], result_id=state.result_id)
 
 
 def register(server: Host) -> None:

@@ -60,7 +60,8 @@ async def test_open_edit_break_fix(session: tuple[RecordingClient, types.Initial
     [d] = opened
     assert d.source == "exportlens" and d.severity == types.DiagnosticSeverity.Information
     assert d.code_description is not None and d.code_description.href.endswith("#mutation-buffer")
-    assert d.data == {"target": "Counter"}
+    line = doc.line_of("self.steps.add_(1)") + 1
+    assert isinstance(d.data, dict) and d.data["target"] == "Counter" and d.data["id"].startswith(f"Counter|mutation/buffer|{line}:9-{line}:")
 
     # Progress: begin, "exporting Counter (1/1)", end, on a token the client created.
     [token] = set(client.progress_reports) - tokens_before

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 
+from exportlens.server.positions import UTF8, UTF16, units
 from tests.server.lsp_client import Doc, RecordingClient, running_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -258,6 +259,63 @@ async def test_dim_fixes_apply_torchs_suggestion_and_say_when_a_dim_becomes_stat
     action, after = await fix_and_export(doc, static, "make `rows` static (= 4)")
     assert not action.is_preferred and "\nrows = 4\n" in doc.text
     assert not errors(after), errors(after)
+
+
+def rewritten(d: types.Diagnostic, *, data: bool, range: types.Range | None = None) -> types.Diagnostic:
+    """``d`` as a client may send it back: its message's newlines turned into spaces
+    (ALE's loclist keeps one line), no severity or source, ``data`` kept or dropped,
+    its range counted the client's own way."""
+    return types.Diagnostic(range=range or d.range, message=d.message.replace("\n", " "), code=d.code, data=d.data if data else None)
+
+
+async def test_a_fix_is_found_for_a_client_that_rewrites_the_message_and_drops_data(session: Session) -> None:
+    # ALE 3.3: a multi-line message comes back on one line, with no data.
+    client, workspace = session
+    path = workspace / "dims_ale.py"
+    path.write_text(DIMS)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    [gated] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "gated"]  # type: ignore[index]
+    assert "\n" in gated.message  # the case: a message a client cannot show on one line
+    action, after = await fix_and_export(doc, rewritten(gated, data=False), "suggested fix")
+    assert action.is_preferred and "größe = Dim('batch', max=8)" in doc.text
+    assert [x.data["target"] for x in after if x.code == "constraint-violation"] == ["reshaped"]  # type: ignore[index]
+
+
+async def test_a_fix_is_found_by_data_whatever_the_client_did_to_range_and_message(session: Session) -> None:
+    # A 3.16 client returns data unchanged; its range may be its own (a whole-line region).
+    client, workspace = session
+    path = workspace / "dims_data.py"
+    path.write_text(DIMS)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    [reshaped] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "reshaped"]  # type: ignore[index]
+    line = reshaped.range.start.line
+    whole_line = types.Range(types.Position(line, 0), types.Position(line + 1, 0))
+    action, after = await fix_and_export(doc, rewritten(reshaped, data=True, range=whole_line), "make `rows` static (= 4)")
+    assert "\nrows = 4\n" in doc.text
+    assert [x.data["target"] for x in after if x.code == "constraint-violation"] == ["gated"]  # type: ignore[index]
+
+
+async def test_a_fix_is_found_for_a_client_that_counts_columns_its_own_way(session: Session) -> None:
+    # No data, and the columns of `größe = Dim("batch")` counted in another encoding
+    # than the negotiated one (a client that takes UTF-16 units for its byte columns).
+    client, workspace = session
+    path = workspace / "dims_bytes.py"
+    path.write_text(DIMS)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    [gated] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "gated"]  # type: ignore[index]
+    text = doc.text.split("\n")[gated.range.start.line]
+    assert text.startswith("größe")
+    other = UTF16 if doc.client.encoding == UTF8 else UTF8
+    recounted = types.Range(types.Position(gated.range.start.line, units(text[: text.index("Dim")], other)), types.Position(gated.range.end.line, units(text, other)))
+    assert recounted != gated.range
+    action, _ = await fix_and_export(doc, rewritten(gated, data=False, range=recounted), "suggested fix")
+    assert "größe = Dim('batch', max=8)" in doc.text
 
 
 async def test_an_input_metadata_mutation_fix_uses_the_out_of_place_op(session: Session) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from exportlens.core.model.results import Diagnostic, Related
-from exportlens.server.features.diagnostics import SOURCE, docs_anchor, to_lsp
+from exportlens.server.features.diagnostics import SOURCE, docs_anchor, stable_id, to_lsp
 from exportlens.server.positions import UTF8, UTF16, split_lines
 
 TEXT = 'class M:\n    def forward(self, x):\n        s = "€€"; self.steps.add_(1)\n        return x\n'
@@ -23,14 +23,16 @@ def test_a_diagnostic_maps_to_utf16_with_code_link_and_target() -> None:
     assert (lsp.code, lsp.source, lsp.severity) == ("mutation/buffer", SOURCE, types.DiagnosticSeverity.Information)
     assert lsp.code_description is not None and lsp.code_description.href == docs_anchor("mutation/buffer")
     assert docs_anchor("mutation/buffer").endswith("#mutation-buffer")
-    assert lsp.data == {"target": "M"}
+    # A stable id: target, code and span in core terms, the same in every position encoding.
+    assert lsp.data == {"id": f"M|mutation/buffer|3:{start}-3:{end}", "target": "M"} and stable_id(d) == lsp.data["id"]
     utf8 = to_lsp(d, LINES, "/m.py", UTF8)
-    assert utf8.range.start.character == start - 1
+    assert utf8.range.start.character == start - 1 and utf8.data == lsp.data
 
 
 def test_no_end_means_the_rest_of_the_line_and_column_one_skips_indentation() -> None:
     lsp = to_lsp(Diagnostic("timeout", "slow", 4), LINES, "/m.py", UTF16)
     assert lsp.range == types.Range(types.Position(3, 8), types.Position(3, len(LINES[3])))
+    assert lsp.data == {"id": "|timeout|4:1-"}  # no target, no end: still an id
     assert lsp.severity == types.DiagnosticSeverity.Error
 
 
