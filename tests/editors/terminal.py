@@ -20,9 +20,12 @@ import time
 from collections.abc import Callable, Mapping
 from fcntl import ioctl
 from pathlib import Path
+from typing import TypeVar
 
 import pyte
 from PIL import Image, ImageDraw, ImageFont
+
+T = TypeVar("T")
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf")
 FONT_BOLD = Path("/usr/share/fonts/truetype/dejavu/DejaVuSansMono-Bold.ttf")
@@ -66,16 +69,41 @@ def _colour(name: str, default: tuple[int, int, int]) -> tuple[int, int, int]:
     return default
 
 
+class _Screen(pyte.Screen):
+    def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
+        # CSI ? 4 m, Vim's query of xterm's modifyOtherKeys: no rendition (pyte 0.8
+        # passes ``private`` to every CSI handler and this one does not take it).
+        if not private:
+            super().select_graphic_rendition(*attrs)
+
+
+def _controlling_terminal() -> None:
+    """In the child, after ``setsid``: make its stdin (the pty) the controlling terminal."""
+    ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
     """``command`` on a ``columns`` x ``lines`` pty, in its own session."""
 
     def __init__(self, command: list[str], *, cwd: Path, env: Mapping[str, str], columns: int = 110, lines: int = 32) -> None:
-        self.screen = pyte.Screen(columns, lines)
+        self.screen = _Screen(columns, lines)
         self.stream = pyte.ByteStream(self.screen)
         master, slave = pty.openpty()
         ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
         self.master = master
-        self.proc = subprocess.Popen(command, cwd=cwd, env=dict(env), stdin=slave, stdout=slave, stderr=slave, start_new_session=True, close_fds=True)
+        # Its own session, with the pty as its controlling terminal (/dev/tty), as a
+        # terminal emulator starts a program: Emacs opens /dev/tty.
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=dict(env),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            preexec_fn=_controlling_terminal,
+            close_fds=True,
+        )
         os.close(slave)
 
     def _read(self, timeout: float) -> bool:
@@ -98,16 +126,45 @@ class Terminal:
     def wait_for(self, condition: Callable[[list[str]], bool], timeout: float, what: str) -> list[str]:
         """Read the program's output until ``condition(screen lines)`` holds; the lines.
         Fails (with the screen) after ``timeout`` s or when the program exits."""
+        self.wait_until(lambda: condition(self.text()), timeout, f"the screen showing {what}")
+        return self.text()
+
+    def wait_until(self, condition: Callable[[], T | None], timeout: float, what: str) -> T:
+        """Read the program's output until ``condition()`` returns something truthy
+        (checked after each output: the program's writes are the events); that value.
+        Fails (with the screen) after ``timeout`` s or when the program exits."""
         deadline = time.monotonic() + timeout
         while True:
-            lines = self.text()
-            if condition(lines):
-                return lines
+            found = condition()
+            if found:
+                return found
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"the screen never showed {what} within {timeout:g} s:\n" + "\n".join(lines))
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; the screen:\n" + "\n".join(self.text()))
             if not self._read(min(left, 1.0)):
-                raise AssertionError(f"the program exited before the screen showed {what}:\n" + "\n".join(self.text()))
+                raise AssertionError(f"the program exited while waiting for {what}; the screen:\n" + "\n".join(self.text()))
+
+    def wait_exit(self, respond: Callable[[list[str]], None], timeout: float) -> int:
+        """Read until the program closes the pty, calling ``respond(screen lines)``
+        after each output (to answer its prompts); its exit code. Fails (with the
+        screen) if it is still running after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            respond(self.text())
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"the program did not exit within {timeout:g} s; the screen:\n" + "\n".join(self.text()))
+            if not self._read(min(left, 1.0)):
+                break
+        try:
+            return self.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the program closed its terminal but did not exit within {timeout:g} s") from None
+
+    @property
+    def title(self) -> str:
+        """The window title the program last set (OSC 0/2), which the editor probes bump."""
+        return str(self.screen.title)
 
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
