@@ -3,7 +3,7 @@
 In one warm process, for a small MLP and a 4-layer transformer block stack:
 - baseline: ``torch.onnx.export(ep, dynamo=True)`` + ``onnx.checker`` + an onnxruntime
   session and run on the example inputs, called directly on an exported program;
-- exportlens: the job's lowering of the same program (``lower_onnx``: eager run,
+- exportlens: the job's lowering of the same program (``lower_to(Onnx(), ...)``: eager run,
   conversion, checker, session, run, comparison), and the whole job with
   ``lower=("onnx",)`` minus the job without it.
 Prints each median and the ratio to the baseline, measured in the same run.
@@ -68,7 +68,8 @@ def main(repeats: int = 5) -> None:
 
     from exportlens.core.export.job import default_request, run_job
     from exportlens.core.export.loader import load
-    from exportlens.core.export.lowering import lower_onnx
+    from exportlens.core.export.lowering.destination import Subject, lower_to
+    from exportlens.core.export.lowering.onnx import Onnx
     from exportlens.core.export.registry import REGISTRY
     from exportlens.core.export.targets import discover
 
@@ -93,7 +94,7 @@ def main(repeats: int = 5) -> None:
                 session.run(None, {session.get_inputs()[0].name: built.args[0].numpy()})
 
             def ours() -> None:
-                lowering, found = lower_onnx(ep, built, candidate, loaded, None)
+                lowering, found = lower_to(Onnx(), Subject(ep, built, candidate, loaded, None))
                 assert lowering.status == "ok", (lowering, found)
 
             plain = default_request(str(path), root=tmp)

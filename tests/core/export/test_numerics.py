@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from exportlens.core.export.numerics import TOLERANCES, compare
+from exportlens.core.export.lowering.numerics import TOLERANCES, compare
 
 
 def test_float32_within_tolerance_matches_and_reports_the_error() -> None:

@@ -1,0 +1,138 @@
+"""The one interface every lowering destination implements, and the run they share.
+
+A destination (``onnx``, ``executorch``) knows how to *lower* an exported program to
+its format, with its own findings on the way, and how to *run* what it lowered; what
+happens around that is the same for all and lives here: the missing extra said once
+per job, the eager outputs, the comparison and its mismatch diagnostics
+(``outputs``), the status and the time. So a third destination is one module with
+two functions, and none re-implements "does it run the same". Runs in the job process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from exportlens.core.export.loader import Loaded
+from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering.outputs import compare_outputs, eager_outputs, mismatch_diagnostics
+from exportlens.core.export.targets import Built, Candidate
+from exportlens.core.model.lowering import Lowering, LoweringStatus
+from exportlens.core.model.results import Diagnostic
+from exportlens.core.model.signature import Signature, SourceLine
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is lowered: one exported target, as the job holds it."""
+
+    ep: Any  # the ExportedProgram, after run_decompositions({})
+    built: Built
+    candidate: Candidate
+    loaded: Loaded
+    signature: Signature | None
+    keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``)
+
+    @property
+    def name(self) -> str:
+        return self.candidate.decl.name
+
+    def line_of(self, node: Any) -> SourceLine | None:
+        return nodes.node_line(node, self.loaded)
+
+
+@dataclass
+class Lowered:
+    """What ``Destination.lower`` made: the record so far, its findings, and the
+    program to run -- None when there is nothing to run (it failed, or running was
+    skipped, and ``record`` says why)."""
+
+    record: Lowering
+    found: list[Diagnostic] = field(default_factory=list)
+    program: Any = None
+    output_names: tuple[str, ...] = ()  # the program's outputs, in the order ``run`` returns them
+
+
+class Stop(Exception):
+    """A run that ends with its own findings (a kernel the runtime lacks), not a bare error."""
+
+    def __init__(self, status: LoweringStatus, found: list[Diagnostic]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.found = found
+
+
+class Destination(Protocol):
+    format: str  # one of LOWER_FORMATS; its codes are ``lowering/<format>-*``
+    title: str  # the format as people write it: "ONNX"
+    runtime: str  # what runs the lowered program, as messages name it: "onnxruntime"
+    product: str  # what lowering makes, as messages name it: "converted model"
+    packages: tuple[str, ...]  # what must import (the extra)
+    install: str  # the command that installs them
+
+    def lower(self, subject: Subject, versions: str) -> Lowered: ...
+
+    def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
+        """The program's outputs on copies of the example inputs; raises ``Stop``, or
+        anything else for a plain failure."""
+        ...
+
+
+# The job process is one per file: a missing extra is said once, not once per target.
+_missing_said: set[str] = set()
+
+
+def missing_packages(packages: tuple[str, ...]) -> list[str]:
+    """The packages that do not import (a broken install counts)."""
+    missing = []
+    for package in packages:
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            missing.append(package)
+    return missing
+
+
+def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list[Diagnostic]]:
+    """Lower, run, compare: the record and every finding of one destination."""
+    started = time.perf_counter()
+    error = f"lowering/{destination.format}-error"
+
+    def ms() -> float:
+        return (time.perf_counter() - started) * 1000
+
+    missing = missing_packages(destination.packages)
+    if missing:
+        found = []
+        if destination.format not in _missing_said:
+            _missing_said.add(destination.format)
+            what = ", ".join(f"`{m}`" for m in missing)
+            message = f"lowering to {destination.title} needs {what}, which cannot be imported here: run `{destination.install}` in this environment"
+            found.append(Diagnostic.at(error, message, subject.candidate.where, subject.name))
+        return Lowering(destination.format, "unavailable", ms()), found
+
+    versions = ", ".join(f"{p} {getattr(importlib.import_module(p), '__version__', '?')}" for p in destination.packages)
+    lowered = destination.lower(subject, versions)
+    if lowered.program is None:
+        return replace(lowered.record, lower_ms=ms()), lowered.found
+    record, found = lowered.record, lowered.found
+    try:
+        expected = eager_outputs(subject.built)
+    except Exception as e:  # noqa: BLE001 - the export ran it fake; running it for real may still fail
+        message = f"running the model eagerly on the example inputs, to compare with {destination.runtime}, raised {nodes.text(e)}"
+        return replace(record, status="error", lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
+    try:
+        actual = destination.run(lowered, subject)
+    except Stop as stop:
+        return replace(record, status=stop.status, lower_ms=ms()), found + stop.found
+    except Exception as e:  # noqa: BLE001 - any runtime failure is a finding
+        message = f"{destination.runtime} failed to run the {destination.product} on the example inputs: {nodes.text(e)}"
+        return replace(record, status="error", lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
+    outputs = compare_outputs(lowered.output_names, actual, expected, subject.signature)
+    ok = all(o.ok for o in outputs)
+    record = replace(record, status="ok" if ok else "mismatch", outputs=outputs, lower_ms=ms())
+    if ok:
+        return record, found
+    return record, found + mismatch_diagnostics(f"lowering/{destination.format}-mismatch", destination.runtime, outputs, subject.signature, subject.candidate)
