@@ -63,7 +63,7 @@ class Overrides:
     cache: bool = True  # False: neither read nor write the result cache
     cache_dir: str | None = None  # --cache-dir, or the editor's cacheDir
     lower: tuple[str, ...] | None = None  # --lower, or the editor's lower; () lowers nothing
-    keep_lowered: bool = False  # --save-onnx: the results carry the lowered models' bytes
+    keep_lowered: tuple[str, ...] = ()  # --save-onnx, --save-pte: the formats whose lowered programs' bytes the results carry
     weights: str | None = None  # --weights, or the editor's weights: "auto" or "real"
 
 
@@ -166,7 +166,7 @@ class Pipeline:
         weights = _first(self.overrides.weights, project.weights, DEFAULT_WEIGHTS)
         return ExportRequest(
             id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict,
-            lower=tuple(lower), keep_lowered=self.overrides.keep_lowered and bool(lower), weights=str(weights),
+            lower=tuple(lower), keep_lowered=tuple(f for f in self.overrides.keep_lowered if f in lower), weights=str(weights),
         )
 
     def cache_dir(self, path: str) -> Path:

@@ -18,7 +18,7 @@ from exportlens.core.contract.snapshot import FORMAT_VERSION
 from exportlens.core.serde.schema import SCHEMA_VERSION
 from exportlens.report import JSON_VERSION
 
-OPTIONAL = ("onnx", "onnxscript", "onnxruntime")  # the exportlens[onnx] extra
+OPTIONAL = ("onnx", "onnxscript", "onnxruntime", "executorch")  # the exportlens[onnx] and exportlens[executorch] extras
 
 
 def installed(distribution: str) -> str | None:

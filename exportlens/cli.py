@@ -147,7 +147,7 @@ def _number(what: str, low: float, high: float, integer: bool) -> Callable[[str]
 
 
 def _lower_formats(text: str) -> tuple[str, ...]:
-    """``--lower onnx``: comma-separated formats; ``none`` lowers nothing (over pyproject's ``lower``)."""
+    """``--lower onnx,executorch``: comma-separated formats; ``none`` lowers nothing (over pyproject's ``lower``)."""
     from exportlens.core.model.lowering import LOWER_FORMATS
 
     formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
@@ -160,25 +160,47 @@ def _lower_formats(text: str) -> tuple[str, ...]:
 
 
 def _lower_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lower", type=_lower_formats, default=None, metavar="FORMAT", help="after each export, lower the program: onnx converts it, checks it, runs it in onnxruntime and compares with eager (needs exportlens[onnx]); none turns it off (default: pyproject's [tool.exportlens] lower, else none)")
+    parser.add_argument(
+        "--lower",
+        type=_lower_formats,
+        default=None,
+        metavar="FORMAT",
+        help="after each export, lower the program (comma-separated): onnx converts it, checks it, runs it in onnxruntime and compares with eager (needs exportlens[onnx]); "
+        "executorch lowers it to the edge dialect with the XNNPACK delegate, builds the .pte, runs it in ExecuTorch's runtime and compares with eager (needs exportlens[executorch]); "
+        "none turns it off (default: pyproject's [tool.exportlens] lower, else none)",
+    )
     parser.add_argument("--save-onnx", default=None, metavar="DIR", help="write each target's ONNX model to DIR as <module>.<target>.onnx (implies --lower onnx)")
+    parser.add_argument("--save-pte", default=None, metavar="DIR", help="write each target's ExecuTorch program to DIR as <module>.<target>.pte (implies --lower executorch)")
+
+
+# The flag that saves each format's programs, and the format it implies.
+_SAVE_FLAGS = {"onnx": "save_onnx", "executorch": "save_pte"}
+
+
+def _saves(args: argparse.Namespace) -> dict[str, str]:
+    """format -> the folder its programs are saved to."""
+    return {f: getattr(args, flag) for f, flag in _SAVE_FLAGS.items() if getattr(args, flag, None)}
 
 
 def _with_lowering(overrides: Overrides, args: argparse.Namespace) -> Overrides:
-    lower, save = getattr(args, "lower", None), getattr(args, "save_onnx", None)
-    if save:
-        lower = tuple(dict.fromkeys((*(lower or ()), "onnx")))
-    return dataclasses.replace(overrides, lower=lower, keep_lowered=bool(save))
+    lower, saves = getattr(args, "lower", None), _saves(args)
+    if saves:
+        lower = tuple(dict.fromkeys((*(lower or ()), *saves)))
+    return dataclasses.replace(overrides, lower=lower, keep_lowered=tuple(saves))
 
 
-def _save_onnx(results: list[Any], folder: str) -> bool:
-    from exportlens.onnx_files import save_models
+def _save_programs(results: list[Any], saves: dict[str, str]) -> bool:
+    from exportlens.core.model.lowering import TITLES
+    from exportlens.lowered_files import save_programs
 
-    try:
-        save_models(results, folder)
-    except OSError as e:
-        print(f"exportlens: cannot write the ONNX models to {folder}: {e}", file=sys.stderr)
-        return False
+    for format, folder in saves.items():
+        try:
+            _, not_made = save_programs(results, folder, format)
+        except OSError as e:
+            print(f"exportlens: cannot write the {TITLES[format]} programs to {folder}: {e}", file=sys.stderr)
+            return False
+        for line in not_made:
+            print(f"exportlens: {line}", file=sys.stderr)
     return True
 
 
@@ -212,7 +234,7 @@ def run(argv: list[str]) -> int:
                 print("exportlens check: --watch prints the text report; it cannot be combined with --format " + args.format, file=sys.stderr)
                 return 2
             return _watch(paths, Pipeline(overrides), args.jobs, signatures=not args.no_signatures, view=view)
-        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, save_onnx=args.save_onnx)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args))
     if args.command == "show":
         if not os.path.isfile(args.file):
             print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
@@ -296,7 +318,7 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
     return 0
 
 
-def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, save_onnx: str | None = None) -> int:
+def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, saves: dict[str, str] | None = None) -> int:
     view = view or View()
     found = survey(paths)
     for p, why in found.refused:
@@ -318,7 +340,7 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
     results = batch.results
-    if save_onnx and not _save_onnx(results, save_onnx):
+    if saves and not _save_programs(results, saves):
         return 2
     if fmt != "show":
         # The snapshot's entries for files under the PATHs that are gone (removed

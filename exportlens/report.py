@@ -91,8 +91,8 @@ def target_json(t: TargetResult) -> dict[str, Any]:
         out["weights_note"] = t.weights_note
     if t.status == "ok" and t.signature is not None:
         out["signature"] = signature_json(t.signature)
-    if t.lowering is not None:
-        out["lowering"] = lowering_json(t.lowering)
+    if t.lowerings:
+        out["lowering"] = lowerings_json(t.lowerings)
     return out
 
 
@@ -101,29 +101,55 @@ def _finite(value: float | None, digits: int = 6) -> float | None:
     return None if value is None or not math.isfinite(value) else float(f"{value:.{digits}g}")
 
 
+def lowerings_json(lowerings: Iterable[Lowering]) -> dict[str, Any]:
+    """A target's ``lowering``: the ONNX record's fields (as before ExecuTorch), and an
+    ``executorch`` entry with the ExecuTorch record, each when that format was lowered."""
+    out: dict[str, Any] = {}
+    for lowering in lowerings:
+        if lowering.format == "onnx":
+            out.update(lowering_json(lowering))
+        else:
+            out[lowering.format] = lowering_json(lowering)
+    return out
+
+
+def _outputs_json(lowering: Lowering) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": o.name,
+            "dtype": o.dtype,
+            "max_abs_error": _finite(o.max_abs),
+            "max_rel_error": _finite(o.max_rel),
+            "atol": o.atol,
+            "rtol": o.rtol,
+            "match": o.ok,
+        }
+        for o in lowering.outputs
+    ]
+
+
 def lowering_json(lowering: Lowering) -> dict[str, Any]:
-    return {
-        "format": lowering.format,
-        "status": lowering.status,
-        "lower_ms": round(lowering.lower_ms, 1),
-        "opset": lowering.opset,
-        "nodes": lowering.nodes,
+    out: dict[str, Any] = {"format": lowering.format, "status": lowering.status, "lower_ms": round(lowering.lower_ms, 1)}
+    if lowering.format == "onnx":
+        out |= {"opset": lowering.opset, "nodes": lowering.nodes}
+    else:
+        out |= {
+            "delegated_ops": lowering.delegated_ops,
+            "total_ops": lowering.total_ops,
+            "fallback_lines": lowering.fallback_lines,
+            "fallback_ops": list(lowering.fallback_ops),
+            "pte_bytes": lowering.pte_bytes,
+            "planned_memory_bytes": lowering.planned_memory_bytes,
+            "errors": list(lowering.errors),
+            "skipped": lowering.skipped or None,
+        }
+    out |= {
         "max_abs_error": _finite(lowering.max_abs),
         "max_rel_error": _finite(lowering.max_rel),
-        "outputs": [
-            {
-                "name": o.name,
-                "dtype": o.dtype,
-                "max_abs_error": _finite(o.max_abs),
-                "max_rel_error": _finite(o.max_rel),
-                "atol": o.atol,
-                "rtol": o.rtol,
-                "match": o.ok,
-            }
-            for o in lowering.outputs
-        ],
+        "outputs": _outputs_json(lowering),
         "versions": lowering.versions,
     }
+    return out
 
 
 def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, Any]:
@@ -213,7 +239,7 @@ def target_header(path: str, t: TargetResult) -> str:
     weights = weights_phrase(t)
     made = f" with {weights}" if weights else ""
     where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
-    lowered = f"; {t.lowering.describe()}" if t.lowering is not None else ""
+    lowered = "".join(f"; {low.describe()}" for low in t.lowerings)
     note = f"\n  weights: {t.weights_note}" if t.weights_note else ""
     return f"{t.name} ({where}): {t.status}{took}{made}{lowered}{note}"
 

@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 from exportlens.core.isolation.messages import ExportRequest
-from exportlens.core.model.lowering import ONNX_PACKAGES
+from exportlens.core.model.lowering import PACKAGES
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
 
 # Moves whenever the layout of the cache files or of the key changes. (The program
@@ -99,13 +99,14 @@ def _modules_under(top: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def lowering_versions() -> list[str]:
-    """The versions of the packages lowering uses (``exportlens[onnx]``), "none" for a
-    missing one, from their metadata: none of them is imported here. Read every time
-    (not cached like torch's): a user told to install the extra does so while the
-    server runs, and the answer "install it" must not be served from the cache after."""
+def lowering_versions(formats: tuple[str, ...]) -> list[str]:
+    """The versions of the packages lowering to ``formats`` uses (``exportlens[onnx]``,
+    ``exportlens[executorch]``), "none" for a missing one, from their metadata: none of
+    them is imported here. Read every time (not cached like torch's): a user told to
+    install the extra does so while the server runs, and the answer "install it" must
+    not be served from the cache after."""
     out = []
-    for name in ONNX_PACKAGES:
+    for name in [p for f in formats for p in PACKAGES.get(f, ())]:
         try:
             out.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
@@ -167,7 +168,7 @@ def _first_key(request: ExportRequest, source: bytes) -> str:
         os.environ.get("EXPORTLENS_FAKE_MIN_BYTES", ""),
         # Lowering: the formats, whether the model's bytes ride along, and the
         # converter's and runtime's versions (installing the extra changes the answer).
-        *([list(request.lower), request.keep_lowered, lowering_versions()] if request.lower else []),
+        *([list(request.lower), list(request.keep_lowered), lowering_versions(request.lower)] if request.lower else []),
     ]
     h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=repr).encode())
     h.update(source)

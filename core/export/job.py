@@ -164,7 +164,7 @@ def export_target(
     sources: Sources | None = None,
     *,
     lower: tuple[str, ...] = (),
-    keep_lowered: bool = False,
+    keep_lowered: tuple[str, ...] = (),
     policy: Policy | None = None,
     emit: Emit | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
@@ -232,12 +232,13 @@ def export_target(
     result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class, weights=weights, weights_note=weights_note)
     mark(f"job: {name} program encoded")
     if lower:  # after the export, in the same job: the same timeout and memory cap
-        from exportlens.core.export.lowering import lower_target
+        from exportlens.core.export.lowering import lower_target, values_needed
 
-        built.weights_note = policy.require_values(built, "lowering runs the program on its weights to compare it with eager PyTorch") or ""
-        result = replace(result, weights_note=built.weights_note or weights_note)
-        phase("lowering: " + ", ".join(lower))
-        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded)
+        why = values_needed(lower, keep_lowered)  # ExecuTorch alone lowers fake weights as far as it can
+        if why:
+            built.weights_note = policy.require_values(built, why) or ""
+            result = replace(result, weights_note=built.weights_note or weights_note)
+        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded, sources, phase)
     return result, found
 
 

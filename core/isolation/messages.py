@@ -74,7 +74,7 @@ class ExportRequest:
     skip: tuple[str, ...] = ()  # target names not to export again (after a crash)
     pyproject_targets: tuple[str, ...] = ()  # "path.py:function" entries
     lower: tuple[str, ...] = ()  # formats to lower each exported target to ("onnx"); () none
-    keep_lowered: bool = False  # carry the lowered model's bytes in the result (``--save-onnx``)
+    keep_lowered: tuple[str, ...] = ()  # formats whose lowered program's bytes ride in the result (``--save-onnx``, ``--save-pte``)
     weights: str = "auto"  # "auto": large tensors built fake where values are not needed; "real"
     why_real: str = ""  # a run the worker repeats with real weights: why (``core/export/weights``)
 

@@ -1,11 +1,14 @@
 """What lowering an exported program to a deployment format found: the record every
-front end shows (JSON, ``show``, hover). Torch-free, like the rest of ``core.model``.
+front end shows (JSON, ``show``, hover, lens). Torch-free, like the rest of ``core.model``.
 
 Lowering is the step after ``torch.export`` that users export *for*: convert the
-program to ONNX, check the model, run it in onnxruntime on the example inputs and
-compare with the eager outputs. The job process fills a :class:`Lowering` per
-exported target when the request asks for it (``ExportRequest.lower``); the
-diagnostics it raises (``lowering/onnx-*``) travel beside it, as every finding does.
+program to ONNX (check it, run it in onnxruntime) or to an ExecuTorch program (edge
+dialect, XNNPACK delegate, run in ExecuTorch's runtime), and compare with the eager
+outputs. The job process fills one :class:`Lowering` per requested format and
+exported target (``ExportRequest.lower``); the diagnostics it raises
+(``lowering/<format>-*``) travel beside it, as every finding does. The record holds
+counts, never lines: the lines are the diagnostics', which the cache moves after a
+comment-only edit.
 """
 
 from __future__ import annotations
@@ -15,27 +18,34 @@ from typing import Literal
 
 # The formats a target can be lowered to: the values of ``[tool.exportlens] lower``,
 # ``check --lower`` and the editor's ``lower`` setting.
-LOWER_FORMATS: tuple[str, ...] = ("onnx",)
+LOWER_FORMATS: tuple[str, ...] = ("onnx", "executorch")
 
 # ok: converted, checked, run, outputs within tolerance. mismatch: ran, outputs
-# differ. unsupported: an op has no translation. error: any other failure.
-# unavailable: the packages it needs are not installed (the ``onnx`` extra).
-LoweringStatus = Literal["ok", "mismatch", "unsupported", "error", "unavailable"]
+# differ. unsupported: an op has no translation (ONNX). missing-kernel: the runtime
+# has no kernel for an op of the program (ExecuTorch). not-run: lowered as far as
+# the weights allow, not run (``skipped`` says why). error: any other failure.
+# unavailable: the packages it needs are not installed (the format's extra).
+LoweringStatus = Literal["ok", "mismatch", "unsupported", "missing-kernel", "not-run", "error", "unavailable"]
 
-# What a user installs to lower to ONNX (the extra's packages, see pyproject.toml).
+# What a user installs to lower to each format (the extras' packages, see pyproject.toml).
 ONNX_PACKAGES: tuple[str, ...] = ("onnx", "onnxscript", "onnxruntime")
 ONNX_INSTALL = "pip install 'exportlens[onnx]'"
+EXECUTORCH_PACKAGES: tuple[str, ...] = ("executorch",)
+EXECUTORCH_INSTALL = "pip install 'exportlens[executorch]'"
+PACKAGES: dict[str, tuple[str, ...]] = {"onnx": ONNX_PACKAGES, "executorch": EXECUTORCH_PACKAGES}
+INSTALL: dict[str, str] = {"onnx": ONNX_INSTALL, "executorch": EXECUTORCH_INSTALL}
+TITLES: dict[str, str] = {"onnx": "ONNX", "executorch": "ExecuTorch"}
 
 
 @dataclass(frozen=True)
 class OutputComparison:
-    """One model output: onnxruntime's value against eager PyTorch's."""
+    """One model output: the runtime's value against eager PyTorch's."""
 
-    name: str  # the ONNX graph output's name (torch's output node name)
+    name: str  # the lowered program's output name (torch's output node name)
     dtype: str  # torch's dtype name without the prefix: "float32"
-    max_abs: float  # max |ort - eager|
-    max_rel: float  # max |ort - eager| / |eager| (over elements where eager != 0)
-    atol: float  # the tolerance applied: |ort - eager| <= atol + rtol * |eager|
+    max_abs: float  # max |runtime - eager|
+    max_rel: float  # max |runtime - eager| / |eager| (over elements where eager != 0)
+    atol: float  # the tolerance applied: |runtime - eager| <= atol + rtol * |eager|
     rtol: float
     ok: bool
     shape_ok: bool = True  # False: the shapes differ, the numbers were not compared
@@ -45,13 +55,25 @@ class OutputComparison:
 class Lowering:
     format: str  # one of LOWER_FORMATS
     status: LoweringStatus
-    lower_ms: float = 0.0  # conversion, checker, session and run: the job's cost of lowering
-    opset: int | None = None  # the default-domain opset of the model
-    nodes: int | None = None  # nodes in the model's main graph
+    lower_ms: float = 0.0  # conversion, checks, run, comparison: the job's cost of lowering
+    opset: int | None = None  # ONNX: the default-domain opset of the model
+    nodes: int | None = None  # ONNX: nodes in the model's main graph
     outputs: tuple[OutputComparison, ...] = ()
     versions: str = ""  # "onnx 1.23.2, onnxscript 0.7.2, onnxruntime 1.32.0"
-    # The serialized ONNX model, only when the request asked to keep it (``--save-onnx``).
+    # The serialized program (ONNX model, ExecuTorch .pte), only when the request
+    # asked to keep it (``--save-onnx``, ``--save-pte``).
     model: bytes = b""
+    # ExecuTorch: ops of the edge program that run in the XNNPACK delegate, of all its
+    # ops; the distinct user lines whose ops fall back to portable kernels, and
+    # those ops' names. None where the edge program was not made.
+    delegated_ops: int | None = None
+    total_ops: int | None = None
+    fallback_lines: int | None = None
+    fallback_ops: tuple[str, ...] = ()
+    pte_bytes: int | None = None  # ExecuTorch: the .pte program's size
+    planned_memory_bytes: int | None = None  # ExecuTorch: the memory plan's arenas, summed
+    errors: tuple[str, ...] = ()  # what failed, one short line each (the diagnostics say where)
+    skipped: str = ""  # why the lowering stopped short on purpose (``not-run``)
 
     @property
     def max_abs(self) -> float | None:
@@ -63,10 +85,31 @@ class Lowering:
         compared = [o.max_rel for o in self.outputs if o.shape_ok]
         return max(compared) if compared else None
 
+    @property
+    def title(self) -> str:
+        return TITLES.get(self.format, self.format)
+
+    def coverage(self) -> str | None:
+        """``XNNPACK runs 42 of 45 ops; 3 lines fall back``, when the edge program was made."""
+        if self.delegated_ops is None or self.total_ops is None:
+            return None
+        text = f"XNNPACK runs {self.delegated_ops} of {_plural(self.total_ops, 'op')}"
+        if self.fallback_lines:
+            text += f"; {_plural(self.fallback_lines, 'line')} fall{'s' * (self.fallback_lines == 1)} back"
+        elif self.delegated_ops < self.total_ops:
+            text += f"; {self.total_ops - self.delegated_ops} fall back"
+        return text
+
+    def sizes(self) -> str | None:
+        """``.pte 283.9 KB, planned memory 32.6 KB``, when the program was made."""
+        facts = [f".pte {size_text(self.pte_bytes)}" if self.pte_bytes is not None else "", f"planned memory {size_text(self.planned_memory_bytes)}" if self.planned_memory_bytes is not None else ""]
+        return ", ".join(f for f in facts if f) or None
+
     def describe(self) -> str:
         """One line for people: ``lowers to ONNX (opset 20, 3 nodes, 720 ms), outputs match (max error 6e-08)``."""
-        name = self.format.upper()
-        facts = [f"opset {self.opset}" if self.opset is not None else "", f"{self.nodes} nodes" if self.nodes is not None else "", f"{self.lower_ms:.0f} ms"]
+        name = self.title
+        facts = [f"opset {self.opset}" if self.opset is not None else "", f"{self.nodes} nodes" if self.nodes is not None else ""]
+        facts += [self.coverage() or "", self.sizes() or "", f"{self.lower_ms:.0f} ms"]
         detail = f" ({', '.join(f for f in facts if f)})"
         if self.status == "ok":
             return f"lowers to {name}{detail}, outputs match (max error {_number(self.max_abs)})"
@@ -74,10 +117,32 @@ class Lowering:
             return f"lowers to {name}{detail}, outputs DIFFER (max error {_number(self.max_abs)}, max relative {_number(self.max_rel)})"
         if self.status == "unsupported":
             return f"does not lower to {name}: an op has no translation"
+        if self.status == "missing-kernel":
+            return f"lowers to {name}{detail}, but the runtime has no kernel for {_plural(len(self.errors), 'op')}: the method does not load"
+        if self.status == "not-run":
+            return f"lowered to {name}'s edge dialect{detail}; not run: {self.skipped}"
         if self.status == "unavailable":
-            return f"not lowered to {name}: {ONNX_INSTALL} first"
+            return f"not lowered to {name}: {INSTALL.get(self.format, 'install its extra')} first"
         return f"does not lower to {name}"
 
 
 def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def size_text(n: int | None) -> str:
+    """``812 B``, ``283.9 KB``, ``12.4 MB`` (powers of 1024, as memory is counted)."""
+    if n is None:
+        return "n/a"
+    value = float(n)
+    for unit in ("KB", "MB", "GB"):
+        if value < 1024:
+            break
+        value /= 1024
+        if value < 1024 or unit == "GB":
+            return f"{value:.1f} {unit}"
+    return f"{n} B"

@@ -38,10 +38,14 @@ CODES: dict[str, Severity] = {
     "out-of-memory": "error",
     # The highest of its severities: "information" when the change is compatible.
     "signature-changed": "error",
-    # Lowering (``lower = ["onnx"]``): the step after export that users export for.
+    # Lowering (``lower = ["onnx", "executorch"]``): the step after export that users export for.
     "lowering/onnx-unsupported": "error",
     "lowering/onnx-error": "error",
     "lowering/onnx-mismatch": "error",
+    "lowering/executorch-error": "error",
+    "lowering/executorch-missing-kernel": "error",
+    "lowering/executorch-mismatch": "error",
+    "lowering/executorch-not-delegated": "information",
 }
 # Where each code is explained: its section of docs/diagnostics.md (the editor's
 # code link, SARIF's helpUri).
@@ -135,9 +139,9 @@ class TargetResult:
     # diagnostics inside), so the cache keeps every program; read it without torch
     # with ``exportlens.read_program``. Empty when the export failed.
     program: bytes = b""
-    # What lowering the program found (ONNX: converted, checked, run, compared), when
-    # the request asked for it (``lower``) and the export succeeded; else None.
-    lowering: Lowering | None = None
+    # What lowering the program found, one record per format the request asked for
+    # (``lower``), in its order, when the export succeeded; else empty.
+    lowerings: tuple[Lowering, ...] = ()
     # The ``class`` line of the exported module's class, in the file it is defined in
     # (``path`` set when that is a local module, not the declaring file): where a
     # model module's view of this target shows its signature.
@@ -148,6 +152,10 @@ class TargetResult:
     # Why, when there is something to say: why real weights were used (a fallback), or
     # why values were not available to a step that wanted them.
     weights_note: str = ""
+
+    def lowering(self, format: str) -> Lowering | None:
+        """The record of lowering to ``format``, if it was asked for."""
+        return next((low for low in self.lowerings if low.format == format), None)
 
 
 def weights_phrase(t: TargetResult) -> str | None:

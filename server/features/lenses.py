@@ -8,8 +8,9 @@ line) the editor shows what its last export found and two actions:
   bypassing the cache;
 - ``Show graph``: runs ``exportlens.graph`` for the target, the graph view whose rows
   jump to the source;
-- with lowering requested, ``ONNX ✓ opset 18 · 42 nodes`` (or what failed), which
-  opens the graph view too.
+- with lowering requested, one per format: ``ONNX ✓ opset 18 · 42 nodes``,
+  ``ExecuTorch ✓ XNNPACK runs 42 of 45 ops; 3 lines fall back · .pte 283.9 KB ·
+  planned memory 32.6 KB`` (or what failed), which open the graph view too.
 
 Lenses are computed from the document's result when asked (a handful per file, no
 index needed). A lens stands on a line only while that line's text is what the
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import FileResult, TargetResult, weights_phrase
 from exportlens.server.positions import split_lines
 
@@ -64,17 +66,21 @@ def status_title(t: TargetResult, result: FileResult, cached: bool) -> str:
     return f"✓ {t.name} exported{took}{' (cached)' if cached else ''} · {' · '.join(parts)}"
 
 
-def lowering_title(t: TargetResult) -> str | None:
-    low = t.lowering
-    if low is None:
-        return None
-    name = low.format.upper()
-    if low.status == "ok":
-        facts = [f"opset {low.opset}" if low.opset is not None else "", f"{low.nodes} nodes" if low.nodes is not None else ""]
-        return f"{name} ✓ " + " · ".join(f for f in facts if f)
+def lowering_title(low: Lowering) -> str:
+    """One lowering in a line: ``ONNX ✓ opset 18 · 42 nodes``, ``ExecuTorch ✗ mismatch · ...``."""
+    name = low.title
     if low.status == "unavailable":
         return f"{name}: not installed"
-    return f"{name} ✗ {low.status}"
+    facts = [f"opset {low.opset}" if low.opset is not None else "", f"{low.nodes} nodes" if low.nodes is not None else ""]
+    facts += [low.coverage() or "", low.sizes() or ""]
+    detail = " · ".join(f for f in facts if f)
+    if low.status == "ok":
+        return f"{name} ✓ {detail}"
+    if low.status == "not-run":
+        return f"{name} · {detail} · not run (fake weights)" if detail else f"{name} · not run"
+    if low.format == "onnx":  # as before ExecuTorch: a failure's facts are in the hover
+        return f"{name} ✗ {low.status}"
+    return f"{name} ✗ {low.status}" + (f" · {detail}" if detail else "")
 
 
 def lenses_for(state: DocumentState, current: list[str], uri: str) -> list[types.CodeLens]:
@@ -91,9 +97,8 @@ def lenses_for(state: DocumentState, current: list[str], uri: str) -> list[types
         out.append(types.CodeLens(where, types.Command(status_title(t, result, state.from_cache), REEXPORT, arguments=[uri])))
         if t.status == "ok" and t.program:
             out.append(types.CodeLens(where, types.Command("Show graph", GRAPH, arguments=graph_args)))
-        low = lowering_title(t)
-        if low is not None:
-            out.append(types.CodeLens(where, types.Command(low, GRAPH, arguments=graph_args)))
+        for low in t.lowerings:
+            out.append(types.CodeLens(where, types.Command(lowering_title(low), GRAPH, arguments=graph_args)))
     return out
 
 

@@ -158,5 +158,5 @@ def test_a_bad_lower_value(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "argument --lower" in proc.stderr
     project = _project(tmp_path, "two_targets.py", pyproject='[tool.exportlens]\nlower = ["onnxx"]\n')
     proc = run_cli("check", "--format", "json", "--no-cache", ".", cwd=project)
-    assert "[tool.exportlens] lower = ['onnxx'] is not a list of formats ('onnx'); it is ignored" in proc.stderr
+    assert "[tool.exportlens] lower = ['onnxx'] is not a list of formats ('onnx', 'executorch'); it is ignored" in proc.stderr
     assert all("lowering" not in t for t in _file(json.loads(proc.stdout), "two_targets.py")["targets"])

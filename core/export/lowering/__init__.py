@@ -11,18 +11,21 @@ per destination on the target's result.
 - ``destination.py``: the interface (lower, run) and the run every destination shares;
 - ``outputs.py`` + ``numerics.py``: the comparison with eager, shared;
 - ``nodes.py``: from a failure or a node to the user's line, shared;
-- one module per destination: ``onnx.py``.
+- one module per destination: ``onnx.py``, ``executorch.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering.destination import Destination, Subject, lower_to
 from exportlens.core.export.targets import Built, Candidate
+from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
+from exportlens.core.source.project import Sources
 
 
 def destination(format: str) -> Destination:
@@ -32,15 +35,53 @@ def destination(format: str) -> Destination:
         from exportlens.core.export.lowering.onnx import Onnx
 
         return Onnx()
+    if format == "executorch":
+        from exportlens.core.export.lowering.executorch import Executorch
+
+        return Executorch()
     raise ValueError(f"no lowering destination {format!r}")
 
 
+def values_needed(formats: tuple[str, ...], keep: tuple[str, ...]) -> str | None:
+    """Why lowering to ``formats`` needs the weights' values (the job asks the weights
+    policy for real ones), or None: ONNX's initializers and run need them; ExecuTorch
+    makes its edge program and XNNPACK partition without, and needs them only to build
+    the .pte that ``--save-pte`` keeps (with fake weights it says the run was skipped)."""
+    if "onnx" in formats:
+        return "lowering to ONNX runs the program on its weights to compare it with eager PyTorch"
+    if "executorch" in keep:
+        return "saving the ExecuTorch program (--save-pte) needs the weights' values"
+    return None
+
+
+def phase(format: str) -> str:
+    """What progress says while a target lowers: ``lowering: executorch``."""
+    return f"lowering: {format}"
+
+
 def lower_target(
-    formats: tuple[str, ...], keep: bool, result: TargetResult, found: list[Diagnostic], ep: Any, built: Built, candidate: Candidate, loaded: Loaded
+    formats: tuple[str, ...],
+    keep: tuple[str, ...],
+    result: TargetResult,
+    found: list[Diagnostic],
+    ep: Any,
+    built: Built,
+    candidate: Candidate,
+    loaded: Loaded,
+    sources: Sources,
+    on_phase: Callable[[str], None] | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
-    """``result`` with its lowering recorded, ``found`` with the lowering's diagnostics."""
-    if "onnx" not in formats or result.status != "ok":
+    """``result`` with a lowering recorded per format, in order, and ``found`` with their
+    diagnostics; ``keep``: the formats whose lowered program rides along;
+    ``on_phase`` hears each format begin (the progress the editor shows)."""
+    if not formats or result.status != "ok":
         return result, found
-    subject = Subject(ep, built, candidate, loaded, result.signature, keep=keep)
-    lowering, more = lower_to(destination("onnx"), subject)
-    return replace(result, lowering=lowering), found + more
+    lowerings: list[Lowering] = []
+    for format in formats:
+        if on_phase is not None:
+            on_phase(phase(format))
+        subject = Subject(ep, built, candidate, loaded, sources, result.signature, keep=format in keep)
+        lowering, more = lower_to(destination(format), subject)
+        lowerings.append(lowering)
+        found = found + more
+    return replace(result, lowerings=tuple(lowerings)), found

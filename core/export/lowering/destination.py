@@ -11,6 +11,7 @@ two functions, and none re-implements "does it run the same". Runs in the job pr
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import Signature, SourceLine
+from exportlens.core.source.project import Sources
 
 
 @dataclass(frozen=True)
@@ -32,15 +34,16 @@ class Subject:
     built: Built
     candidate: Candidate
     loaded: Loaded
+    sources: Sources
     signature: Signature | None
-    keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``)
+    keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``, ``--save-pte``)
 
     @property
     def name(self) -> str:
         return self.candidate.decl.name
 
     def line_of(self, node: Any) -> SourceLine | None:
-        return nodes.node_line(node, self.loaded)
+        return nodes.node_line(node, self.sources)
 
 
 @dataclass
@@ -58,10 +61,11 @@ class Lowered:
 class Stop(Exception):
     """A run that ends with its own findings (a kernel the runtime lacks), not a bare error."""
 
-    def __init__(self, status: LoweringStatus, found: list[Diagnostic]) -> None:
+    def __init__(self, status: LoweringStatus, found: list[Diagnostic], errors: tuple[str, ...] = ()) -> None:
         super().__init__(status)
         self.status = status
         self.found = found
+        self.errors = errors  # for the record: one short line each
 
 
 class Destination(Protocol):
@@ -95,6 +99,14 @@ def missing_packages(packages: tuple[str, ...]) -> list[str]:
     return missing
 
 
+def _version(package: str) -> str:
+    """The installed distribution's version (``executorch`` has no ``__version__``)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(importlib.import_module(package), "__version__", "?"))
+
+
 def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list[Diagnostic]]:
     """Lower, run, compare: the record and every finding of one destination."""
     started = time.perf_counter()
@@ -113,7 +125,7 @@ def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list
             found.append(Diagnostic.at(error, message, subject.candidate.where, subject.name))
         return Lowering(destination.format, "unavailable", ms()), found
 
-    versions = ", ".join(f"{p} {getattr(importlib.import_module(p), '__version__', '?')}" for p in destination.packages)
+    versions = ", ".join(f"{p} {_version(p)}" for p in destination.packages)
     lowered = destination.lower(subject, versions)
     if lowered.program is None:
         return replace(lowered.record, lower_ms=ms()), lowered.found
@@ -122,14 +134,14 @@ def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list
         expected = eager_outputs(subject.built)
     except Exception as e:  # noqa: BLE001 - the export ran it fake; running it for real may still fail
         message = f"running the model eagerly on the example inputs, to compare with {destination.runtime}, raised {nodes.text(e)}"
-        return replace(record, status="error", lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
+        return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
     try:
         actual = destination.run(lowered, subject)
     except Stop as stop:
-        return replace(record, status=stop.status, lower_ms=ms()), found + stop.found
+        return replace(record, status=stop.status, errors=record.errors + stop.errors, lower_ms=ms()), found + stop.found
     except Exception as e:  # noqa: BLE001 - any runtime failure is a finding
         message = f"{destination.runtime} failed to run the {destination.product} on the example inputs: {nodes.text(e)}"
-        return replace(record, status="error", lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
+        return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
     outputs = compare_outputs(lowered.output_names, actual, expected, subject.signature)
     ok = all(o.ok for o in outputs)
     record = replace(record, status="ok" if ok else "mismatch", outputs=outputs, lower_ms=ms())

@@ -4,7 +4,7 @@ Every destination fails the same ways -- an exception raised while some converte
 pass was handling one node, a node whose op the destination cannot take -- and every
 finding must stand at the user's line that made the node. A node keeps that line in
 its ``stack_trace`` through ``run_decompositions`` and ExecuTorch's edge passes, so
-the line is read from there, the deepest frame in the model file. Runs in the job
+the line is read from there, the deepest frame in the user's files. Runs in the job
 process (torch).
 """
 
@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from exportlens.core.export.loader import Loaded
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.source.frames import frames_in_text, same_file
-from exportlens.core.source.spans import statement_at
+from exportlens.core.source.frames import Frame, frames_in_text
+from exportlens.core.source.project import Sources
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MESSAGE_MAX = 1200  # characters of a library's message kept in a diagnostic
@@ -50,20 +49,23 @@ def failing_node(errors: list[BaseException]) -> Any:
     return None
 
 
-def node_line(node: Any, loaded: Loaded) -> SourceLine | None:
-    """The statement in the model file that made ``node`` (the deepest such frame)."""
+def node_line(node: Any, sources: Sources) -> SourceLine | None:
+    """The statement in the user's files that made ``node`` (the deepest such frame:
+    the model file, or a local module it imports, whose lines carry their path)."""
     trace = node.meta.get("stack_trace") if node is not None else None
     if not isinstance(trace, str):
         return None
-    lines = [line for file, line, _ in frames_in_text(trace) if same_file(file, loaded.path)]
-    return statement_at(loaded.index, lines[-1]) if lines else None
+    frame = sources.deepest(Frame(file, line, function) for file, line, function in frames_in_text(trace))
+    return sources.statement(frame) if frame is not None else None
 
 
 def op_name(target: Any) -> str:
-    """``mylib::weird``, ``aten::sort.values``: the op as its schema names it."""
-    name = getattr(target, "_name", None) if hasattr(target, "_schema") else None  # an OpOverload: "mylib::weird"
-    overload = getattr(target, "_overloadname", "")
+    """``mylib::weird``, ``aten::sum.dim_IntList``, ``aten::sort.values``: the op as its
+    schema names it (an ``OpOverload``'s or an edge op's), the default overload bare."""
+    schema = getattr(target, "_schema", None)
+    name = getattr(schema, "name", None)
     if isinstance(name, str):
+        overload = getattr(schema, "overload_name", "")
         return name + (f".{overload}" if overload and overload != "default" else "")
     return str(target)
 

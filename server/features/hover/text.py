@@ -146,7 +146,8 @@ def target_title(m: Markup, target: TargetResult) -> str:
 
 
 def lowering_text(m: Markup, lowering: Lowering) -> str:
-    """``Lowers to ONNX (opset 20, 3 nodes, 720 ms), outputs match (max error 2.4e-07)``,
+    """``Lowers to ONNX (opset 20, 3 nodes, 720 ms), outputs match (max error 2.4e-07)``
+    (ExecuTorch: delegation coverage, .pte size and planned memory in the parentheses),
     then each compared output with its error and tolerance."""
     line = lowering.describe()
     text = line[0].upper() + line[1:]
@@ -154,6 +155,8 @@ def lowering_text(m: Markup, lowering: Lowering) -> str:
         f"{o.name}  {o.dtype}  " + (f"max abs {o.max_abs:.3g}  max rel {o.max_rel:.3g}  (atol {o.atol:g}, rtol {o.rtol:g})" if o.shape_ok else "shape differs") + ("" if o.ok else "  DIFFERS")
         for o in lowering.outputs
     ]
+    if lowering.fallback_ops:
+        text += "\n\nOn portable CPU kernels: " + ", ".join(m.code(op) for op in lowering.fallback_ops)
     return text + ("\n\n" + m.block(rows) if rows else "")
 
 
@@ -186,8 +189,7 @@ def target_hover(m: Markup, target: TargetResult, errors: Sequence[Diagnostic]) 
     weights = weights_text(target)
     if weights:
         parts.append(weights)
-    if target.lowering is not None:
-        parts.append(lowering_text(m, target.lowering))
+    parts.extend(lowering_text(m, low) for low in target.lowerings)
     if target.signature is not None:
         parts.append(signature_block(m, target.signature))
     elif target.status == "ok":

@@ -30,11 +30,13 @@ EVERY_MESSAGE: list[m.Message] = [
     m.JobStarted(7, 456),
     m.Progress(7, "A", 1, 2),
     m.Progress(7, "A"),
+    m.Progress(7, "A", 1, 2, "lowering: executorch"),
     m.Finished(7, RESULT),
     m.Finished(7, FileResult(path="/p/model.py"), cancelled=True),
     m.StandbyWarm(),
     m.TargetsFound((TargetDecl("A", 2, "decorator", False), TargetDecl("B", 9, "globals", True))),
     m.TargetBegins("A"),
+    m.Phase("A", "lowering: onnx"),
     m.TargetDone(TargetResult("A", 2, "ok", export_ms=1.5), (Diagnostic.at("mutation/buffer", "m", SourceLine(4, 9, 4, 20), "A"),)),
     m.JobResult(RESULT),
 ]
@@ -53,7 +55,7 @@ def test_every_message_survives_a_frame(message: m.Message) -> None:
 
 def test_tags_are_unique_and_every_message_class_is_decodable() -> None:
     classes = {type(x) for x in EVERY_MESSAGE}
-    assert len({c.TAG for c in classes}) == len(classes) == 12
+    assert len({c.TAG for c in classes}) == len(classes) == 13
 
 
 def test_frames_arrive_in_pieces_and_together() -> None:
@@ -127,8 +129,10 @@ def test_the_worker_turns_job_events_into_progress_and_a_result() -> None:
     decls = (TargetDecl("A", 2, "decorator", False), TargetDecl("B", 9, "decorator", False))
     assert on_event(m.TargetsFound(decls), REQUEST, attempt, zygote.send)
     assert on_event(m.TargetBegins("B"), REQUEST, attempt, zygote.send)
+    # A phase of the same target is progress to show, not a new timeout period.
+    assert not on_event(m.Phase("B", "lowering: executorch"), REQUEST, attempt, zygote.send)
     done = TargetResult("B", 9, "ok")
     assert not on_event(m.TargetDone(done), REQUEST, attempt, zygote.send)
     assert not on_event(m.JobResult(RESULT), REQUEST, attempt, zygote.send)
     assert (attempt.decls, attempt.current, attempt.done, attempt.result) == (list(decls), "B", [(done, [])], RESULT)
-    assert m.FrameDecoder().feed(os.read(out, 1 << 16)) == [m.Progress(7, "B", 2, 2)]
+    assert m.FrameDecoder().feed(os.read(out, 1 << 16)) == [m.Progress(7, "B", 2, 2), m.Progress(7, "B", 2, 2, "lowering: executorch")]

@@ -4,6 +4,7 @@ request's lowering is part of the cache key, with the onnx packages' versions.""
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,11 @@ def test_the_override_wins_over_pyproject_and_off_is_the_default(tmp_path: Path)
     path = str(tmp_path / "m.py")
     assert Pipeline().request(path, id=1).lower == ("onnx",)
     assert Pipeline(Overrides(lower=())).request(path, id=1).lower == ()
-    request = Pipeline(Overrides(keep_lowered=True)).request(path, id=1)
-    assert request.keep_lowered is True
+    request = Pipeline(Overrides(keep_lowered=("onnx", "executorch"))).request(path, id=1)
+    assert request.keep_lowered == ("onnx",)  # only what is lowered is kept
     (tmp_path / "pyproject.toml").write_text("")
     assert Pipeline().request(path, id=1).lower == ()
-    assert Pipeline(Overrides(keep_lowered=True)).request(path, id=1).keep_lowered is False  # nothing to keep
+    assert Pipeline(Overrides(keep_lowered=("onnx",))).request(path, id=1).keep_lowered == ()  # nothing to keep
 
 
 def test_lowering_settings_and_versions_are_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,9 +56,19 @@ def test_lowering_settings_and_versions_are_in_the_key(tmp_path: Path, monkeypat
     path = str(tmp_path / "m.py")
     off = Pipeline().request(path, id=1)
     on = Pipeline(Overrides(lower=("onnx",))).request(path, id=1)
-    keep = Pipeline(Overrides(lower=("onnx",), keep_lowered=True)).request(path, id=1)
-    key = {name: keys.first_key(r, b"x = 1\n") for name, r in (("off", off), ("on", on), ("keep", keep))}
-    assert len(set(key.values())) == 3
-    monkeypatch.setattr(keys, "lowering_versions", lambda: ["onnx 9.9", "onnxscript 9.9", "onnxruntime 9.9"])
+    keep = Pipeline(Overrides(lower=("onnx",), keep_lowered=("onnx",))).request(path, id=1)
+    et = Pipeline(Overrides(lower=("executorch",))).request(path, id=1)
+    both = Pipeline(Overrides(lower=("onnx", "executorch"))).request(path, id=1)
+    et_keep = Pipeline(Overrides(lower=("executorch",), keep_lowered=("executorch",))).request(path, id=1)
+    requests = {"off": off, "on": on, "keep": keep, "et": et, "both": both, "et_keep": et_keep}
+    key = {name: keys.first_key(r, b"x = 1\n") for name, r in requests.items()}
+    assert len(set(key.values())) == len(requests)
+    real = importlib.metadata.version
+
+    def version(name: str) -> str:
+        return "9.9" if name in ("onnxscript", "executorch") else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
     assert keys.first_key(on, b"x = 1\n") != key["on"]  # another converter: another answer
+    assert keys.first_key(et, b"x = 1\n") != key["et"]  # another ExecuTorch: another answer
     assert keys.first_key(off, b"x = 1\n") == key["off"]  # without lowering the versions do not matter

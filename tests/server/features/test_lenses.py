@@ -6,7 +6,8 @@ from __future__ import annotations
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature
-from exportlens.server.features.lenses import lowering_title, status_title
+from exportlens.server.features.lenses import lenses_for, lowering_title, status_title
+from exportlens.server.state import DocumentState
 
 
 def spec(kind: str, name: str) -> InputSpec:
@@ -42,8 +43,23 @@ def test_a_failed_target_names_its_first_error() -> None:
 
 
 def test_lowering_titles() -> None:
-    t = TargetResult("Net", 3, "ok", signature=SIG)
-    assert lowering_title(t) is None
-    assert lowering_title(TargetResult("Net", 3, "ok", lowering=Lowering("onnx", "ok", opset=18, nodes=42))) == "ONNX ✓ opset 18 · 42 nodes"
-    assert lowering_title(TargetResult("Net", 3, "ok", lowering=Lowering("onnx", "mismatch"))) == "ONNX ✗ mismatch"
-    assert lowering_title(TargetResult("Net", 3, "ok", lowering=Lowering("onnx", "unavailable"))) == "ONNX: not installed"
+    assert lowering_title(Lowering("onnx", "ok", opset=18, nodes=42)) == "ONNX ✓ opset 18 · 42 nodes"
+    assert lowering_title(Lowering("onnx", "mismatch")) == "ONNX ✗ mismatch"
+    assert lowering_title(Lowering("onnx", "unavailable")) == "ONNX: not installed"
+    et = Lowering("executorch", "ok", delegated_ops=42, total_ops=45, fallback_lines=3, pte_bytes=290688, planned_memory_bytes=33376)
+    assert lowering_title(et) == "ExecuTorch ✓ XNNPACK runs 42 of 45 ops; 3 lines fall back · .pte 283.9 KB, planned memory 32.6 KB"
+    whole = Lowering("executorch", "ok", delegated_ops=7, total_ops=7, fallback_lines=0, pte_bytes=900, planned_memory_bytes=0)
+    assert lowering_title(whole) == "ExecuTorch ✓ XNNPACK runs 7 of 7 ops · .pte 900 B, planned memory 0 B"
+    one = Lowering("executorch", "missing-kernel", delegated_ops=2, total_ops=4, fallback_lines=1)
+    assert lowering_title(one) == "ExecuTorch ✗ missing-kernel · XNNPACK runs 2 of 4 ops; 1 line falls back"
+    fake = Lowering("executorch", "not-run", delegated_ops=2, total_ops=2, fallback_lines=0, skipped="fake weights")
+    assert lowering_title(fake) == "ExecuTorch · XNNPACK runs 2 of 2 ops · not run (fake weights)"
+    assert lowering_title(Lowering("executorch", "unavailable")) == "ExecuTorch: not installed"
+
+
+def test_a_lens_per_lowering_in_the_requested_order() -> None:
+    lowerings = (Lowering("executorch", "ok", delegated_ops=1, total_ops=1), Lowering("onnx", "ok", opset=18, nodes=3))
+    t = TargetResult("Net", 1, "ok", signature=SIG, lowerings=lowerings)
+    state = DocumentState("file:///m.py", "/m.py", result=FileResult("/m.py", targets=(t,)), result_lines=["class Net:"])
+    titles = [lens.command.title for lens in lenses_for(state, ["class Net:"], "file:///m.py") if lens.command is not None]
+    assert titles[1:] == ["ExecuTorch ✓ XNNPACK runs 1 of 1 op", "ONNX ✓ opset 18 · 3 nodes"]  # after the status (no program: no "Show graph")

@@ -1,0 +1,334 @@
+"""Lowering to ExecuTorch: edge dialect, the XNNPACK delegate, a ``.pte`` program, its run.
+
+``to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])`` then
+``to_executorch()``, as ExecuTorch's own guides do for CPU, then the program is loaded
+in ``executorch.runtime.Runtime`` and run on the example inputs, whose outputs
+``destination.lower_to`` compares with eager. ExecuTorch's failures come late and far
+from the code -- a ``.pte`` that builds but whose method will not load on the device
+(``Missing operator: aten::sort.values``), ops that silently fall back from the
+delegate to slow portable kernels -- and both are knowable here, node by node, each
+node carrying the user's stack. Its findings:
+
+- ``lowering/executorch-error``: a conversion, verifier or partitioner failure (at
+  the line of the node it was handling, else of the nodes its message names, else the
+  target's), ExecuTorch's message after a plain sentence; a method that fails to load
+  or run for another reason (and the missing extra, said by ``destination``);
+- ``lowering/executorch-not-delegated`` (information): a line whose nodes stay
+  outside the XNNPACK delegate, with their ops: they run on portable CPU kernels;
+- ``lowering/executorch-missing-kernel``: an op of the program the runtime has no
+  kernel for, at each line that makes it (the method would not load).
+
+With fake weights (``Built.weights``: large weights without values, where real
+ones would not fit or are not needed) the edge and partition steps still run -- they
+need no values -- through a stand-in backend that records the XNNPACK partition
+without compiling it; the program, its run and the comparison are skipped, and say so.
+Runs in the job process only (torch, executorch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
+from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
+from exportlens.core.model.results import Diagnostic
+from exportlens.core.model.signature import SourceLine
+
+ERROR = "lowering/executorch-error"
+NOT_DELEGATED = "lowering/executorch-not-delegated"
+MISSING_KERNEL = "lowering/executorch-missing-kernel"
+# ExecuTorch's words for a custom op with no out variant: ``{'mylib::op'}``.
+_MISSING_OUT = re.compile(r"Missing out variants: \{([^}]*)\}")
+# Loggers that speak while ExecuTorch imports and lowers: torchao's optional CUDA
+# libraries, torch's pytree deprecations, ExecuTorch's own notes. None of it is the
+# user's business, and in the job it would land in the model's output.
+_NOISY = ("", "torchao", "executorch", "torch.utils._pytree", "torch._export")
+
+
+class Executorch:
+    format = "executorch"
+    title = "ExecuTorch"
+    runtime = "ExecuTorch"
+    product = "program"
+    packages = EXECUTORCH_PACKAGES
+    install = EXECUTORCH_INSTALL
+
+    def lower(self, subject: Subject, versions: str) -> Lowered:
+        record = Lowering("executorch", "error", versions=versions)
+        fake = subject.built.weights == "fake"
+        with _quiet():
+            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+            from executorch.exir import to_edge_transform_and_lower
+
+            partitioner = XnnpackPartitioner()
+            try:
+                edge = to_edge_transform_and_lower(subject.ep, partitioner=[_partition_only(partitioner) if fake else partitioner])
+            except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
+                return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), _failure("Lowering the exported program to ExecuTorch's edge dialect with the XNNPACK partitioner failed", e, subject, subject.ep))
+            coverage, found = _coverage(edge.exported_program(), subject)
+            record = replace(record, **coverage)
+            if fake:
+                skipped = "built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"
+                if subject.keep:
+                    skipped += "; saving the .pte needs real weights (`--weights real`)"
+                return Lowered(replace(record, status="not-run", skipped=skipped), found)
+            edge_program = edge.exported_program()
+            try:
+                program = edge.to_executorch()
+                pte = bytes(program.buffer)
+            except Exception as e:  # noqa: BLE001
+                return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), found + _failure("Building the ExecuTorch program from the edge program failed", e, subject, edge_program))
+        plan = program.executorch_program.execution_plan[0]
+        record = replace(
+            record,
+            pte_bytes=len(pte),
+            # The memory plan's arenas (the first, id 0, is reserved and empty): what
+            # the method allocates for activations and mutable buffers on the device.
+            planned_memory_bytes=int(sum(plan.non_const_buffer_sizes)),
+            model=pte if subject.keep else b"",
+        )
+        # The method returns the user outputs in the exported program's order; the
+        # edge passes rename their nodes, so they go by the export's names.
+        names = tuple(str(n) for n in subject.ep.graph_signature.user_outputs)
+        return Lowered(record, found, program, names)
+
+    def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
+        import torch
+        from torch.utils import _pytree as pytree
+
+        with _quiet():
+            from executorch.runtime import Runtime, Verification
+
+            runtime = Runtime.get()
+        program = lowered.program
+        plan = program.executorch_program.execution_plan[0]
+        known = runtime.operator_registry.operator_names
+        missing = [name for name in (_plan_op(op) for op in plan.operators) if name not in known]
+        if missing:
+            found = _missing_kernels(missing, program.exported_program(), subject)
+            raise Stop("missing-kernel", found, tuple(f"no kernel for {op}" for op in missing))
+        loaded = runtime.load_program(lowered.record.model or bytes(program.buffer), verification=Verification.Minimal)
+        method = loaded.load_method("forward")
+        built = subject.built
+        args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (built.args, built.kwargs or {}))
+        flat, _ = subject.ep._get_flat_args_with_check(args, kwargs)
+        return list(method.execute(flat))
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _NOISY]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+# -- fake weights: partition without compiling ----------------------------------------
+
+
+def _partition_only(partitioner: Any) -> Any:
+    """``partitioner`` whose partitions go to a backend that compiles nothing: the same
+    nodes are kept from decomposition, tagged and cut out as XNNPACK would take them,
+    and nothing reads a weight (XNNPACK's preprocess copies them into its blob)."""
+    return _stand_ins()(partitioner)
+
+
+_BACKEND_NAME = "ExportlensPartitionOnly"
+_stand_in: Any = None
+
+
+def _stand_ins() -> Any:
+    """The partitioner wrapper class, and the backend it names, made once per process:
+    ExecuTorch finds a backend by class name among ``BackendDetails``' direct
+    subclasses, so a second class of that name would be ambiguous."""
+    global _stand_in
+    if _stand_in is not None:
+        return _stand_in
+    from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
+    from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+
+    def preprocess(edge_program: Any, compile_specs: Any) -> Any:
+        return PreprocessResult(processed_bytes=b"")
+
+    # Held below: ``__subclasses__`` keeps only weak references.
+    backend = type(_BACKEND_NAME, (BackendDetails,), {"preprocess": staticmethod(preprocess)})
+
+    class PartitionOnly(Partitioner):  # type: ignore[misc]
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner.spec)
+            self.inner = inner
+
+        def partition(self, exported_program: Any) -> Any:
+            result = self.inner.partition(exported_program)
+            tags = {tag: DelegationSpec(_BACKEND_NAME, list(spec.compile_specs)) for tag, spec in result.partition_tags.items()}
+            return PartitionResult(tagged_exported_program=result.tagged_exported_program, partition_tags=tags)
+
+        def ops_to_not_decompose(self, ep: Any) -> Any:
+            return self.inner.ops_to_not_decompose(ep)
+
+        def transform_for_pre_decomposition(self, exported_program: Any) -> Any:
+            return self.inner.transform_for_pre_decomposition(exported_program)
+
+    PartitionOnly.backend = backend
+    _stand_in = PartitionOnly
+    return _stand_in
+
+
+# -- delegation coverage -------------------------------------------------------------
+
+
+def _is_op(node: Any) -> bool:
+    """A node that computes: an op call, not the delegate's call, a ``getitem`` of its
+    results, or arithmetic on sizes (``sym_size``, ``operator.mul``), which runs in
+    the runtime's own instructions."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if not hasattr(target, "_schema"):
+        return type(target).__name__ == "HigherOrderOperator" and getattr(target, "__name__", "") != "executorch_call_delegate"
+    name = nodes.op_name(target)
+    return not name.startswith(("aten::sym_", "aten::_assert", "aten::sym_constrain"))
+
+
+def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """The delegated and total op counts of the edge program, and one
+    ``executorch-not-delegated`` per user line whose ops stay outside the delegate."""
+    graph_module = edge.graph_module
+    delegated = 0
+    outside = []
+    for module in _graph_modules(graph_module):
+        for node in module.graph.nodes:
+            if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
+                lowered = getattr(module, node.args[0].target)
+                delegated += sum(_is_op(n) for n in lowered.original_module.graph.nodes)
+            elif _is_op(node):
+                outside.append(node)
+    by_line: dict[tuple[str, int], tuple[SourceLine, list[str]]] = {}
+    unplaced: list[str] = []
+    for node in outside:
+        op = nodes.op_name(node.target)
+        where = subject.line_of(node)
+        if where is None:
+            unplaced.append(op)
+            continue
+        ops = by_line.setdefault((where.path or "", where.line), (where, []))[1]
+        if op not in ops:
+            ops.append(op)
+    found = [Diagnostic.at(NOT_DELEGATED, _not_delegated(ops), where, subject.name) for where, ops in by_line.values()]
+    if unplaced:
+        # Nodes no line of the user's made (a pass inserted them): said once, at the target.
+        ops = sorted(set(unplaced))
+        found.append(Diagnostic.at(NOT_DELEGATED, _not_delegated(ops, unplaced=len(unplaced)), subject.candidate.where, subject.name))
+    coverage = {
+        "delegated_ops": delegated,
+        "total_ops": delegated + len(outside),
+        "fallback_lines": len(by_line),
+        "fallback_ops": tuple(sorted({nodes.op_name(n.target) for n in outside})),
+    }
+    return coverage, found
+
+
+def _graph_modules(root: Any) -> list[Any]:
+    """The program's graph module and those of its control-flow branches."""
+    import torch
+
+    out = [root]
+    for _, child in root.named_children():
+        if isinstance(child, torch.fx.GraphModule):
+            out.extend(_graph_modules(child))
+    return out
+
+
+def _not_delegated(ops: list[str], *, unplaced: int = 0) -> str:
+    names = ", ".join(f"`{op}`" for op in ops)
+    if unplaced:
+        return f"{unplaced} op{'s' * (unplaced != 1)} no line of yours made ({names}) stay outside the XNNPACK delegate: they run on portable CPU kernels"
+    if len(ops) == 1:
+        return f"{names} is not delegated to XNNPACK: it runs on portable CPU kernels"
+    return f"{names} are not delegated to XNNPACK: they run on portable CPU kernels"
+
+
+# -- failures ------------------------------------------------------------------------
+
+
+def _plan_op(op: Any) -> str:
+    """An operator of the program's instruction list as the runtime's registry names it."""
+    return f"{op.name}.{op.overload}" if op.overload else str(op.name)
+
+
+def _missing_kernels(missing: list[str], program: Any, subject: Subject) -> list[Diagnostic]:
+    """One ``executorch-missing-kernel`` per line that makes a node of a missing op."""
+    wheres: dict[tuple[str, int], tuple[SourceLine, list[str]]] = {}
+    for node in program.graph_module.graph.nodes:
+        if node.op != "call_function" or not hasattr(node.target, "_schema"):
+            continue
+        op = nodes.op_name(node.target)
+        if op not in missing:
+            continue
+        where = subject.line_of(node) or subject.candidate.where
+        ops = wheres.setdefault((where.path or "", where.line), (where, []))[1]
+        if op not in ops:
+            ops.append(op)
+    if not wheres:
+        wheres[("", subject.candidate.where.line)] = (subject.candidate.where, list(missing))
+    found = []
+    for where, ops in wheres.values():
+        names = ", ".join(f"`{op}`" for op in ops)
+        message = (
+            f"ExecuTorch's runtime has no kernel for {names}: the program builds, but its method fails to load "
+            f"(\"Missing operator\"). Compute it with ops the runtime has, or register a kernel for it in the runtime you deploy"
+        )
+        found.append(Diagnostic.at(MISSING_KERNEL, message, where, subject.name))
+    return found
+
+
+def _failure(sentence: str, e: BaseException, subject: Subject, program: Any) -> list[Diagnostic]:
+    """An ``executorch-error`` at the line of the node ExecuTorch was handling, else at
+    each line making an op its message names, else at the target."""
+    chain = nodes.chain(e)
+    node = nodes.failing_node(chain)
+    detail = nodes.text(chain[-1])
+    wheres: list[SourceLine] = []
+    at_node = ""
+    if node is not None:
+        at_node = f" at node `{node.name}` ({nodes.op_name(node.target)})"
+        where = subject.line_of(node)
+        if where is not None:
+            wheres.append(where)
+    if not wheres:
+        wheres = _lines_of_ops_named(detail, program, subject)
+    hint = ""
+    missing_out = _MISSING_OUT.search(detail)
+    if missing_out:
+        # A custom op: ExecuTorch runs every op through its out variant (``op.out``).
+        hint = f"ExecuTorch runs each op through its out variant (`op.out`), and {missing_out.group(1)} has none: define one for the custom op, with a kernel in the runtime you deploy. "
+    message = f"{sentence}{at_node}: {hint}{detail}"
+    return [Diagnostic.at(ERROR, message, where, subject.name) for where in wheres or [subject.candidate.where]]
+
+
+def _lines_of_ops_named(text: str, program: Any, subject: Subject) -> list[SourceLine]:
+    """The lines of the nodes whose op ``text`` names (``Missing out variants: {'mylib::weird'}``)."""
+    seen: dict[tuple[str, int], SourceLine] = {}
+    for node in program.graph_module.graph.nodes:
+        if node.op != "call_function" or not hasattr(node.target, "_schema"):
+            continue
+        op = nodes.op_name(node.target)
+        if f"'{op}'" in text or f"`{op}`" in text or f"{op}." in text:
+            where = subject.line_of(node)
+            if where is not None:
+                seen.setdefault((where.path or "", where.line), where)
+    return list(seen.values())
