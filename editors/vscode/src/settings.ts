@@ -32,10 +32,14 @@ export const DIAGNOSTIC_CODES: readonly string[] = [
     'lowering/onnx-unsupported',
     'lowering/onnx-error',
     'lowering/onnx-mismatch',
+    'lowering/executorch-error',
+    'lowering/executorch-missing-kernel',
+    'lowering/executorch-mismatch',
+    'lowering/executorch-not-delegated',
 ];
 
 /** The formats a target can be lowered to (the `lower` setting, `[tool.exportlens] lower`). */
-export const LOWER_FORMATS: readonly string[] = ['onnx'];
+export const LOWER_FORMATS: readonly string[] = ['onnx', 'executorch'];
 
 /** How models are built (the `weights` setting, `[tool.exportlens] weights`). */
 export const WEIGHTS_CHOICES: readonly string[] = ['auto', 'real'];

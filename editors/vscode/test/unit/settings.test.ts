@@ -157,10 +157,11 @@ test('restart only for settings a running server cannot take', () => {
 
 test('lower: a list of known formats; [] turns lowering off over pyproject', () => {
     assert.deepEqual(toServerSettings(reader({ lower: ['onnx', 'onnx'] })).settings.lower, ['onnx']);
+    assert.deepEqual(toServerSettings(reader({ lower: ['executorch', 'onnx'] })).settings.lower, ['executorch', 'onnx']);
     assert.deepEqual(toServerSettings(reader({ lower: [] })).settings.lower, []);
     const { settings, problems } = toServerSettings(reader({ lower: 'onnx' }));
     assert.equal(settings.lower, null);
-    assert.match(problems[0], /exportlens\.lower: expected a list of formats \(onnx\)/);
+    assert.match(problems[0], /exportlens\.lower: expected a list of formats \(onnx, executorch\)/);
 });
 
 test('inlayHints: true/false is sent as set; the manifest default is on, like the server\'s', () => {
