@@ -1,14 +1,24 @@
-"""What lowering to ONNX costs in exportlens's job against doing it by hand.
+"""What lowering costs in exportlens's job, against doing it by hand and against the export.
 
-In one warm process, for a small MLP and a 4-layer transformer block stack:
+ONNX, in one warm process, for a small MLP and a 4-layer transformer block stack:
 - baseline: ``torch.onnx.export(ep, dynamo=True)`` + ``onnx.checker`` + an onnxruntime
   session and run on the example inputs, called directly on an exported program;
 - exportlens: the job's lowering of the same program (``lower_to(Onnx(), ...)``: eager run,
   conversion, checker, session, run, comparison), and the whole job with
   ``lower=("onnx",)`` minus the job without it.
-Prints each median and the ratio to the baseline, measured in the same run.
 
-    .venv/bin/python bench/bench_lowering.py
+ExecuTorch, for the same MLP, the 240-node ``bench/models/tiny_transformer.py`` (with
+static shapes: XNNPACK takes one dynamic dim per reshape, and the model declares two)
+and a tiny transformers Llama (from a small config): torch's export of the model
+(``torch.export.export`` + ``run_decompositions({})``) against the job's ExecuTorch
+lowering of that program (``lower_to(Executorch(), ...)``: edge dialect, XNNPACK
+partition and compile, ``.pte``, load, run, comparison), both measured in this run;
+and, in a fresh interpreter, what importing ExecuTorch costs on top of torch (each
+job is a fresh fork of a worker that has not imported it).
+
+Prints each median and the ratio to its baseline.
+
+    .venv/bin/python bench/bench_lowering.py [--only onnx|executorch]
 """
 
 from __future__ import annotations
@@ -61,7 +71,7 @@ def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def main(repeats: int = 5) -> None:
+def main_onnx(repeats: int = 5) -> None:
     import onnx
     import onnxruntime
     import torch
@@ -72,10 +82,11 @@ def main(repeats: int = 5) -> None:
     from exportlens.core.export.lowering.onnx import Onnx
     from exportlens.core.export.registry import REGISTRY
     from exportlens.core.export.targets import discover
+    from exportlens.core.source.project import Sources
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    print(f"{'model':<12} {'direct ms':>10} {'lower_onnx ms':>14} {'ratio':>6} {'job+lower - job ms':>19} {'ratio':>6}")
+    print(f"{'model':<12} {'direct ms':>10} {'lower_to ms':>14} {'ratio':>6} {'job+lower - job ms':>19} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in MODELS.items():
             path = Path(tmp) / f"{name}.py"
@@ -94,7 +105,7 @@ def main(repeats: int = 5) -> None:
                 session.run(None, {session.get_inputs()[0].name: built.args[0].numpy()})
 
             def ours() -> None:
-                lowering, found = lower_to(Onnx(), Subject(ep, built, candidate, loaded, None))
+                lowering, found = lower_to(Onnx(), Subject(ep, built, candidate, loaded, Sources(loaded.index, loaded.root), None))
                 assert lowering.status == "ok", (lowering, found)
 
             plain = default_request(str(path), root=tmp)
@@ -108,5 +119,106 @@ def main(repeats: int = 5) -> None:
     sys.stdout.flush()
 
 
+def _tiny_transformer() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tiny_transformer", Path(__file__).parent / "models" / "tiny_transformer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.model, module.example_args, module.example_kwargs
+
+
+def _tiny_llama() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval(), (torch.randint(0, 128, (1, 8)),), {"use_cache": False}
+
+
+def _mlp() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    return model, (torch.randn(4, 32),), {}
+
+
+def _import_ms() -> tuple[float, float]:
+    """Importing torch, then ExecuTorch's lowering and runtime, in a fresh interpreter."""
+    import subprocess
+
+    code = (
+        "import time; t = time.perf_counter(); import torch; u = time.perf_counter()\n"
+        "from executorch.exir import to_edge_transform_and_lower\n"
+        "from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner\n"
+        "from executorch.runtime import Runtime; Runtime.get(); v = time.perf_counter()\n"
+        "print((u - t) * 1000, (v - u) * 1000)"
+    )
+    runs = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        runs.append((float(out[0]), float(out[1])))
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main_executorch(repeats: int = 3) -> None:
+    import torch
+
+    from exportlens.core.export.extract import extract_signature
+    from exportlens.core.export.loader import load
+    from exportlens.core.export.lowering.destination import Subject, lower_to
+    from exportlens.core.export.lowering.executorch import Executorch
+    from exportlens.core.export.targets import Built, Candidate
+    from exportlens.core.model.results import TargetDecl
+    from exportlens.core.model.signature import SourceLine
+    from exportlens.core.source.project import Sources
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    torch_ms, executorch_ms = _import_ms()
+    print(f"import: torch {torch_ms:.0f} ms, then ExecuTorch (exir, XNNPACK, runtime) {executorch_ms:.0f} ms ({executorch_ms / torch_ms:.2f}x torch's)")
+    print(f"{'model':<18} {'nodes':>6} {'export ms':>10} {'executorch ms':>14} {'ratio':>6}  coverage, .pte, planned memory")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench_model.py"
+        path.write_text("x = 1\n")
+        loaded = load(str(path), None, tmp)
+        sources = Sources(loaded.index, loaded.root)
+        for name, make in (("mlp", _mlp), ("tiny_transformer", _tiny_transformer), ("tiny_llama", _tiny_llama)):
+            module, args, kwargs = make()
+            built = Built(module, args, kwargs, None, False)
+            candidate = Candidate(TargetDecl(name, 1, "globals"), SourceLine(1, 1), lambda: built)
+            # A mutating forward (tiny_transformer counts calls) moves its buffers on
+            # each run: every export starts from the same state.
+            state = {k: v.clone() for k, v in module.state_dict().items()}
+
+            def export() -> Any:
+                module.load_state_dict(state)
+                return torch.export.export(module, args, kwargs).run_decompositions({})
+
+            ep = export()
+            nodes = sum(n.op == "call_function" for n in ep.graph.nodes)
+            signature = extract_signature(ep, module, index=loaded.index, args=args, kwargs=kwargs, sources=sources)
+            subject = Subject(ep, built, candidate, loaded, sources, signature)
+            last: list[Any] = []
+
+            def lower() -> None:
+                lowering, found = lower_to(Executorch(), subject)
+                assert lowering.status == "ok", (lowering, found)
+                last[:] = [lowering]
+
+            export_ms = _median_ms(export, repeats)
+            lower_ms = _median_ms(lower, repeats)
+            low = last[0]
+            facts = f"{low.coverage()}, {low.sizes()}"
+            print(f"{name:<18} {nodes:>6} {export_ms:>10.0f} {lower_ms:>14.0f} {lower_ms / export_ms:>6.1f}  {facts}")
+    sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    main()
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    if only in (None, "onnx"):
+        main_onnx()
+    if only in (None, "executorch"):
+        main_executorch()
