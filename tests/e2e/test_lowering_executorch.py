@@ -3,14 +3,15 @@ executorch``): a model fully delegated to XNNPACK that runs and matches, an op t
 falls back to portable kernels (information at its line), an op the runtime has no
 kernel for (at its line; the saved .pte really fails to load), a portable kernel
 that computes otherwise (at the ``return``), a custom op with no out variant, a tiny
-transformers Llama end to end, ``--save-pte``, the text report and the missing extra.
+transformers Llama end to end, ``--save-pte``, a model large enough to be built with
+fake weights (lowered as far as that allows, or with real ones to be saved), the text
+report and the missing extra.
 
 One ``check`` run holds every model (each lowering costs seconds on two cores)."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def _message(entry: dict[str, Any], code: str, target: str) -> str:
 
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, dict[str, Any]]:
-    project = _project(tmp_path_factory.mktemp("executorch"), "executorch_outcomes.py", "tiny_llama.py")
+    project = _project(tmp_path_factory.mktemp("executorch"), "executorch_outcomes.py", "tiny_llama.py", "big_weights.py")
     # A generous limit: a tiny Llama's export and lowering take ~40 s on two loaded cores.
     proc = run_cli("check", "--format", "json", "--lower", "executorch", "--save-pte", "pte", "--no-cache", "--jobs", "2", "--timeout", "900", ".", cwd=project)
     assert proc.returncode in (0, 1), proc.stderr
@@ -88,7 +89,7 @@ def test_the_saved_pte_runs_at_another_batch_size(lowered: tuple[Path, int, dict
     project, _, doc = lowered
     saved = sorted(p.name for p in (project / "pte").iterdir())
     # Every target whose program was built, the mismatching one too (it is the one to inspect).
-    expected = ["executorch_outcomes.Delegated.pte", "executorch_outcomes.FallsBack.pte", "executorch_outcomes.HalfSum.pte", "executorch_outcomes.NeedsSort.pte", "tiny_llama.TinyLlama.pte"]
+    expected = ["big_weights.Big.pte", "executorch_outcomes.Delegated.pte", "executorch_outcomes.FallsBack.pte", "executorch_outcomes.HalfSum.pte", "executorch_outcomes.NeedsSort.pte", "tiny_llama.TinyLlama.pte"]
     assert saved == expected, saved
     pte = (project / "pte" / "executorch_outcomes.Delegated.pte").read_bytes()
     assert len(pte) == _target(_file(doc, "executorch_outcomes.py"), "Delegated")["lowering"]["executorch"]["pte_bytes"]
@@ -171,13 +172,28 @@ def test_a_tiny_llama_lowers_runs_and_matches(lowered: tuple[Path, int, dict[str
     assert "`aten::embedding`" in d["message"]
 
 
-def test_text_output_says_what_lowering_found(tmp_path: Path) -> None:
-    project = _project(tmp_path, "clean.py", pyproject='[tool.exportlens]\nlower = ["executorch"]\n')
-    proc = run_cli("show", "clean.py", "--no-cache", cwd=project)
+def test_saving_a_model_built_with_fake_weights_lowers_it_with_real_ones(lowered: tuple[Path, int, dict[str, Any]]) -> None:
+    _, _, doc = lowered
+    entry = _file(doc, "big_weights.py")
+    target = _target(entry, "Big")
+    low = target["lowering"]["executorch"]
+    # --save-pte needs the values: the worker ran the target again with real weights.
+    assert target["weights"] == "real" and "saving the ExecuTorch program (--save-pte) needs the weights' values" in target["weights_note"], target
+    assert low["status"] == "ok" and low["pte_bytes"] > 2 << 20 and low["skipped"] is None  # the 2 MiB weight is in it
+    big = (FIXTURES / "big_weights.py").read_text().splitlines()
+    assert [(d["code"], d["line"]) for d in entry["diagnostics"]] == [("lowering/executorch-not-delegated", line_of("torch.cumsum", big))]
+
+
+def test_a_model_built_with_fake_weights_is_partitioned_not_run(tmp_path: Path) -> None:
+    """Without --save-pte nothing needs the values: the edge program and the XNNPACK
+    partition are made from the fake weights, the .pte and the run are skipped."""
+    project = _project(tmp_path, "big_weights.py", pyproject='[tool.exportlens]\nlower = ["executorch"]\n')
+    proc = run_cli("show", "big_weights.py", "--no-cache", cwd=project)
     assert proc.returncode == 0, proc.stderr
-    header = next(line for line in proc.stdout.splitlines() if line.startswith("Net (clean.py:"))
-    assert "; lowers to ExecuTorch (XNNPACK runs 2 of 3 ops; 1 line falls back, .pte " in header and ", planned memory " in header, header
-    assert re.search(r" ms\), outputs match \(max error [0-9.e+-]+\)$", header), header
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("Big (big_weights.py:"))
+    assert " with fake weights; lowered to ExecuTorch's edge dialect (XNNPACK runs 2 of 3 ops; 1 line falls back, " in header, header
+    assert header.endswith("; not run: built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"), header
+    assert "big_weights.py:12:9: lowering/executorch-not-delegated `aten::cumsum` is not delegated to XNNPACK" in proc.stdout
 
 
 def test_without_the_extra_one_diagnostic_gives_the_pip_command(tmp_path: Path) -> None:

@@ -77,7 +77,8 @@ class Executorch:
             if fake:
                 skipped = "built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"
                 if subject.keep:
-                    skipped += "; saving the .pte needs real weights (`--weights real`)"
+                    # The weights policy was asked for real ones and said they do not fit.
+                    skipped += "; it was not saved: that needs real weights, which would not fit the memory cap (memory_mb)"
                 return Lowered(replace(record, status="not-run", skipped=skipped), found)
             edge_program = edge.exported_program()
             try:

@@ -1,4 +1,4 @@
-"""ExecuTorch lowering of a model built with fake weights (``Built.weights == "fake"``):
+"""ExecuTorch lowering of a model built without weight values (``Built.weights == "fake"``):
 the edge program and the XNNPACK partition need no values, so delegation coverage is
 reported the same as with real weights; the .pte, its run and the comparison are
 skipped and say so, saving included. Weights here hold no values at all (the meta
@@ -81,9 +81,11 @@ def test_fake_weights_give_the_coverage_of_real_ones_and_skip_the_run(loaded: Lo
 
 
 def test_saving_a_fake_weights_program_says_it_needs_real_weights(loaded: Loaded) -> None:
+    """Reached only where the weights policy found real weights too large (else the
+    worker ran the target again with real ones: see tests/e2e/test_lowering_executorch.py)."""
     fake, _ = _lower(loaded, "meta", "fake", keep=True)
     assert fake.status == "not-run" and fake.model == b""
-    assert fake.skipped.endswith("; saving the .pte needs real weights (`--weights real`)")
+    assert fake.skipped.endswith("; it was not saved: that needs real weights, which would not fit the memory cap (memory_mb)")
     real, _ = _lower(loaded, "cpu", "real", keep=True)
     assert real.status == "ok" and len(real.model) == real.pte_bytes
 
