@@ -132,6 +132,27 @@ def test_values_that_do_not_fit_the_memory_cap_are_said_not_run_out_of(tmp_path:
     assert 'weights = "auto"' in d["message"] and "--weights auto" in d["message"]
 
 
+@pytest.mark.slow
+def test_lowering_to_onnx_runs_real_weights_where_they_fit_and_says_why_not_where_not(tmp_path: Path) -> None:
+    path = tmp_path / "lowered.py"
+    shutil.copy(FIXTURES / "lowered.py", path)
+    code, doc = check_json(str(path), extra=("--no-cache", "--lower", "onnx"))
+    assert code == 0, doc["files"][0]["diagnostics"]
+    [target] = _targets(doc).values()
+    assert (target["weights"], target["lowering"]["status"]) == ("real", "ok")
+    assert target["weights_note"] == "built with real weights: lowering to ONNX runs the program on its weights to compare it with eager PyTorch"
+
+    # 16 MB of weights and torch do not fit a 1000 MB cap: no real run, and it says so.
+    code, doc = check_json(str(path), extra=("--no-cache", "--lower", "onnx", "--memory-mb", "1000"))
+    assert code == 1
+    [target] = _targets(doc).values()
+    assert (target["status"], target["weights"], target["lowering"]["status"]) == ("ok", "fake", "not-run")
+    [d] = doc["files"][0]["diagnostics"]
+    assert (d["code"], d["line"]) == ("lowering/onnx-error", _line(path, "class Net"))
+    assert d["message"].startswith("lowering to ONNX was not done: the model was built with fake weights, and lowering to ONNX runs the program")
+    assert "over the memory cap of 1000 MB (memory_mb)" in d["message"]
+
+
 # -- checkpoints ---------------------------------------------------------------------
 
 

@@ -46,6 +46,12 @@ class Onnx:
 
     def lower(self, subject: Subject, versions: str) -> Lowered:
         record = Lowering("onnx", "error", versions=versions)
+        if subject.built.weights == "fake":
+            # The weights policy was asked for real ones and said why they cannot be had:
+            # an ONNX model holds its weights' values, and its run compares them.
+            why = subject.built.weights_note or "the model was built with fake weights"
+            message = f"lowering to ONNX was not done: {why}"
+            return Lowered(replace(record, status="not-run", skipped=why, errors=(message,)), [_error(message, subject)])
         try:
             with _quiet():
                 program = _convert(subject.ep, subject.loaded)
