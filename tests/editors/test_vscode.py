@@ -148,6 +148,7 @@ UNSET = {
     "cache": None,
     "strict": None,
     "lower": None,
+    "weights": None,
     "diagnostics": None,
     "inlayHints": None,
 }
