@@ -17,6 +17,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from lsprotocol import types
+
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
@@ -28,6 +30,7 @@ from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.positions import split_lines
+from exportlens.server.watch import changed_since
 from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:
@@ -85,10 +88,23 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     state.result, state.from_cache, state.failure = result, from_cache, None
     state.result_lines, state.result_version = split_lines(text), version
     state.index = state.hints = None
-    diagnostics.publish(server, state)
+    # Watch what it read before the client sees the result: a change the user (or a
+    # test) makes on seeing it must raise a file event.
     server.watch_dependencies()
+    diagnostics.publish(server, state)
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
+    server.background(_recheck(server, uri, state, result), "checking the files an export read")
+
+
+async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult) -> None:
+    """Export again if a file the export read changed while it ran: the watcher only
+    learnt of that file from this result, after the change, so no event will come."""
+    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path)
+    if changed and state.result is result and server.documents.get(uri) is state:
+        names = ", ".join(sorted(os.path.basename(p) for p in changed))
+        server.log_message(f"exportlens: {os.path.basename(state.path)} depends on files that changed during its export ({names}); exporting it again", types.MessageType.Log)
+        server.scheduler.schedule(uri, delay=False)
 
 
 async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:

@@ -86,6 +86,22 @@ def stale_by(result: FileResult | None, path: str, pyproject: str | None, paths:
     return stale - {own}
 
 
+def changed_since(result: FileResult, path: str) -> list[str]:
+    """The dependencies of ``result`` (of the file ``path``) whose bytes on disk are no
+    longer those its export read: a change made while the export ran, before the
+    watcher knew the file mattered, which no file event will report again. Hashes
+    them, so it runs off the event loop."""
+    own, written = os.path.realpath(path), set(result.written)
+    changed = []
+    for dep, seen in zip(result.local_imports, result.local_import_hashes, strict=False):
+        if os.path.realpath(dep) == own or dep in written:
+            continue
+        now = file_state(dep)
+        if now is not None and seen and now != seen:
+            changed.append(dep)
+    return changed
+
+
 def dependency_folders(result: FileResult) -> set[str]:
     """The folder of each dependency, or its nearest existing ancestor (the import
     looked for ``pkg/__init__.py`` and there is no ``pkg/`` yet)."""

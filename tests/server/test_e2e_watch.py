@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -99,6 +100,42 @@ async def test_changing_a_file_the_model_reads_re_diagnoses_the_model(tmp_path: 
         seen = len(client.publishes(doc.uri))
         atomic_write(project / "config.json", '{"features": 8}')
         await client.until(lambda: [p for p in client.publishes(doc.uri)[seen:] if not p.diagnostics], "clean again", timeout=120)
+
+
+# Reads config.json, then waits (bounded) for the test's go-ahead: the test changes
+# config.json in that pause, while the export runs and before its result says that
+# config.json is a dependency (so the watcher has no reason to report the change).
+READS_THEN_WAITS = (
+    "import json\nimport time\nfrom pathlib import Path\n\nimport torch\n\n"
+    "here = Path(__file__).parent\n"
+    "config = json.loads((here / 'config.json').read_text())\n"
+    "(here / 'read.flag').write_text('read')\n"
+    "deadline = time.monotonic() + 60\n"
+    "while not (here / 'go.flag').exists() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.02)\n"
+    "model = torch.nn.Linear(8, 4)\nexample_args = (torch.randn(2, config['features']),)\n"
+)
+
+
+async def test_a_file_changed_while_the_model_exported_is_read_again(tmp_path: Path) -> None:
+    """The change lands before the result names the file: no file event will ever
+    report it, so the result must be checked against the disk once it is in (it was
+    shown clean for good, contradicting a fresh export)."""
+    project = _project(tmp_path, model__py=READS_THEN_WAITS, config__json='{"features": 8}')
+    async with running_server("visual-studio-code", project, {"cache": False}) as (client, _):
+        doc = Doc(client, project / "model.py")
+        doc.open()
+        flag = project / "read.flag"
+        for _ in range(6000):  # the model has read config.json (60 s at most)
+            if flag.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert flag.exists(), [m.message for m in client.log_messages]
+        atomic_write(project / "config.json", '{"features": 6}')  # the example no longer fits the model
+        (project / "go.flag").write_text("go")
+        broken = await client.until(lambda: [p for p in client.publishes(doc.uri) if p.diagnostics], "the error of config.json as it is now", timeout=120)
+        assert broken[0].version == 1 and all(d.severity == 1 for d in broken[0].diagnostics)
+        assert any("changed during its export (config.json)" in m.message for m in client.log_messages)
 
 
 # Writes a module next to itself (then imports it) and fails on a missing module: each
