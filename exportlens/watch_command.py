@@ -34,7 +34,7 @@ from exportlens.core.project.files import SKIP_DIRS, root_of, survey
 from exportlens.core.project.settings import find_pyproject
 from exportlens.progress import Progress
 from exportlens.report import display_path, summary
-from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
+from exportlens.server.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
 
 if TYPE_CHECKING:
     from exportlens.core.isolation.pool import WorkerPool
@@ -57,6 +57,8 @@ class Session:
         # Watch what this round depends on; called before the summary says "watching",
         # so a save made as soon as it is read is seen.
         self.rewatch: Callable[[], None] = lambda: None
+        # Hand changed paths to the next round as the watcher does.
+        self.requeue: Callable[[set[str]], None] = lambda paths: None
 
     def round(self, pool: WorkerPool, changed: set[str] | None) -> None:
         """Check what ``changed`` makes stale (None: everything) and print what differs."""
@@ -93,6 +95,11 @@ class Session:
         self.rewatch()
         print(same + summary(every, time.perf_counter() - started, cached=batch.hits) + "; watching for changes (Ctrl-C to stop)")
         sys.stdout.flush()
+        # A dependency that changed while this round read it was not watched yet (the
+        # round's results name it): no event will come, so the next round is due now.
+        late = {p for real, result in fresh.items() for p in changed_since(result, real)}
+        if late:
+            self.requeue(late)
 
     def _stale(self, real: str, changed: set[str]) -> bool:
         last = self.results.get(real)
@@ -166,6 +173,7 @@ def watch(session: Session, jobs: int | None) -> int:
         thread.start()
         pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(survey(session.paths).files) or 1)))
         session.rewatch = lambda: _rewatch(loop, watcher, session)
+        session.requeue = changes.put
         session.round(pool, None)
         while True:
             changed = changes.get()

@@ -90,15 +90,16 @@ def changed_since(result: FileResult, path: str) -> list[str]:
     """The dependencies of ``result`` (of the file ``path``) whose bytes on disk are no
     longer those its export read: a change made while the export ran, before the
     watcher knew the file mattered, which no file event will report again. Hashes
-    them, so it runs off the event loop."""
+    them, so it runs off the event loop. Real paths, as file events report them."""
     own, written = os.path.realpath(path), set(result.written)
     changed = []
     for dep, seen in zip(result.local_imports, result.local_import_hashes, strict=False):
-        if os.path.realpath(dep) == own or dep in written:
+        real = os.path.realpath(dep)
+        if real == own or dep in written:
             continue
         now = file_state(dep)
         if now is not None and seen and now != seen:
-            changed.append(dep)
+            changed.append(real)
     return changed
 
 

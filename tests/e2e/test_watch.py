@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -136,3 +137,57 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
 def test_watch_refuses_a_machine_format() -> None:
     proc = subprocess.run([sys.executable, "-m", "exportlens", "check", "--watch", "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--watch prints the text report" in proc.stderr
+
+
+# Reads config.json, then waits (bounded) for the test's go-ahead, so that the test
+# changes config.json while the first round runs, before any result names it.
+READS_THEN_WAITS = """import json
+import time
+from pathlib import Path
+
+import torch
+
+here = Path(__file__).parent
+config = json.loads((here / "config.json").read_text())
+(here / "read.flag").write_text("read")
+deadline = time.monotonic() + 60
+while not (here / "go.flag").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+model = torch.nn.Linear(8, 4)
+example_args = (torch.randn(2, config["features"]),)
+"""
+
+
+def test_watch_checks_again_a_file_changed_while_the_round_read_it(tmp_path: Path) -> None:
+    """No file event reports that change (the folder was watched, the file was not
+    known to matter yet): the round itself finds the file no longer holds what it read."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "config.json").write_text('{"features": 8}')
+    (tmp_path / "model.py").write_text(READS_THEN_WAITS)
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exportlens", "check", "--watch", "--no-signatures", "--jobs", "1", "--no-cache"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = Lines(proc.stdout)
+        flag = tmp_path / "read.flag"
+        deadline = time.monotonic() + 180
+        while not flag.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the model never read config.json"
+            time.sleep(0.02)
+        (tmp_path / "config.json").write_text('{"features": 6}')  # the example no longer fits the model
+        (tmp_path / "go.flag").write_text("go")
+        lines.until("watching for changes")  # the first round: what it read was clean
+        second = lines.until("watching for changes")
+        assert any(line.endswith("config.json changed: checked 1 file") for line in second), second
+        assert "(0 exported, 1 failed)" in second[-1], second
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
