@@ -230,17 +230,19 @@ def moved_modules(deps: list[str], states: list[Any], texts: list[Any]) -> tuple
     for dep, state, old in zip(deps, states, texts, strict=True):
         if not isinstance(state, str):
             return None
-        now = dependency_bytes(dep)
-        digest = hashlib.sha256(now).hexdigest() if now is not None else ABSENT
+        # The state first: a project file the model read may be a checkpoint of many
+        # GB, known by its metadata; only a changed module's text is read.
+        digest = file_state(dep)
+        if digest is None:
+            return None  # unreadable
         now_states.append(digest)
         if digest == state:
             continue
-        if now is None:  # absent: "absent" if it was, else gone or unreadable
-            if state == ABSENT and file_state(dep) == ABSENT:
-                continue
+        if digest == ABSENT or not isinstance(old, bytes):
             return None
-        if not isinstance(old, bytes):
-            return None
+        now = dependency_bytes(dep)
+        if now is None or hashlib.sha256(now).hexdigest() != digest:
+            return None  # changed again meanwhile, or a module too large to be known by its bytes
         # No map when ``now`` does not tokenize or differs in code; the same tokens spell
         # the same names, so ``now`` can see its source only if the stored text could.
         lines = line_map(old, now)

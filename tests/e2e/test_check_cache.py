@@ -8,6 +8,7 @@ do not depend on each other's runs.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -305,3 +306,29 @@ def test_pyproject_cache_dir_is_used_by_check(tmp_path: Path) -> None:
     proc = run_cli("check", str(project), env={"EXPORTLENS_CACHE_DIR": None})
     assert proc.returncode == 1, proc.stderr
     assert len(_entries(project / ".exportlens-cache")) == 1
+
+
+def test_a_large_file_the_model_reads_is_known_by_its_metadata_and_still_invalidates(tmp_path: Path) -> None:
+    """A checkpoint in the project (here a sparse 2 GB file whose first bytes the model
+    reads, as a header) is not hashed -- hashing a 70B one took minutes of each export
+    and each lookup -- yet a change of one byte in place, same size, is a miss."""
+    model = _small_project(
+        tmp_path / "proj",
+        "from pathlib import Path\n\nimport torch\n\n"
+        "with open(Path(__file__).parent / 'weights.bin', 'rb') as f:\n    width = f.read(1)[0]\n"
+        "model = torch.nn.Linear(8, width)\nexample_args = (torch.randn(2, 8),)\n",
+    )
+    weights = model.parent / "weights.bin"
+    with open(weights, "wb") as f:
+        f.write(bytes([4]))
+        f.truncate(2 << 30)
+    made = weights.stat()  # an hour ago: the write below cannot share its timestamps' clock tick
+    os.utime(weights, (made.st_atime - 3600, made.st_mtime - 3600))
+    cache = tmp_path / "cache"
+    assert _shape_and_codes(model, cache) == ([2, 4], [])
+    hit = _run_without_export("check", "--format", "json", "--cache-dir", str(cache), str(model))
+    assert hit.returncode == 0, hit.stderr  # unchanged: served from the cache
+    with open(weights, "r+b") as f:
+        f.write(bytes([7]))
+    assert weights.stat().st_size == 2 << 30
+    assert _shape_and_codes(model, cache) == ([2, 7], [])
