@@ -113,7 +113,7 @@ import exportlens
 
 CHECKPOINT = {checkpoint!r}
 DTYPE = None
-DYNAMIC = {{"input_ids": {{1: torch.export.Dim("seq", min=2, max=4096)}}}}
+DYNAMIC = {{"input_ids": {{1: torch.export.Dim("seq", min=2, max=4096)}}, "use_cache": None}}
 
 
 def build_model(baseline=False):
@@ -238,7 +238,7 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
-def measure(argv: list[str], env: dict[str, str] | None = None, timeout: float = 1800) -> tuple[float, float, str]:
+def measure(argv: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> tuple[float, float, str]:
     """``(wall seconds, peak PSS of the process tree in MB, stdout)``."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}, cwd=ROOT)
@@ -257,8 +257,8 @@ def measure(argv: list[str], env: dict[str, str] | None = None, timeout: float =
     wall = time.perf_counter() - started
     done.set()
     sampler.join()
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode()[-2000:]}")
+    if proc.returncode not in (0, 1) or not out.strip():
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode()[-3000:]}")
     return wall, peak / 1024, out.decode()
 
 
