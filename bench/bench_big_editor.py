@@ -70,6 +70,7 @@ def in_process(path: Path, cache: Path) -> None:
     from exportlens.server.features.graph import graph_view
     from exportlens.server.features.hints import HintIndex
     from exportlens.server.features.hover.index import HoverIndex
+    from exportlens.server.markup import MARKDOWN
 
     pipeline = Pipeline(Overrides(timeout_s=3600, cache_dir=str(cache)))
     request = pipeline.request(str(path), id=1)
@@ -81,8 +82,8 @@ def in_process(path: Path, cache: Path) -> None:
     lookup = median_ms(lambda: pipeline.lookup(request))
     text = path.read_text()
     parse = median_ms(lambda: ast.parse(text))
-    index = median_ms(lambda: HoverIndex.build(str(path), text, result))
-    hints = median_ms(lambda: HintIndex.build(str(path), text, result))
+    index = median_ms(lambda: HoverIndex.build(str(path), text, result, MARKDOWN))
+    hints = median_ms(lambda: HintIndex.build(str(path), text, result, MARKDOWN))
     graph = median_ms(lambda: graph_view(str(path), result, None, None), runs=3)
     print(f"in-process: cache lookup {lookup:.0f} ms; hover index {index:.0f} ms (target <= 300); inlay hints {hints:.0f} ms (target <= 50); graph view {graph:.0f} ms | ast.parse of the file {parse:.1f} ms")
 
