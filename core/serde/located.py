@@ -17,17 +17,20 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from exportlens.core.model.results import TargetResult
 from exportlens.core.model.signature import TensorMeta, named_dims
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.reader import NodeModel, ProgramModel, SourceLocation, read_program
 
-__all__ = ["Located", "Program", "at_lines", "UserFrames", "programs", "read", "tensor_text", "value_text"]
+__all__ = ["Located", "Program", "at_lines", "last_in_groups", "UserFrames", "programs", "read", "tensor_text", "value_text"]
 
 log = logging.getLogger(__name__)
+
+G = TypeVar("G", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,29 @@ def at_lines(path: str, read: Iterable[Program]) -> dict[int, list[Located]]:
             lines = {f.line for f in node.frames if real(f.file) == want}
             for line in sorted(lines):
                 found.setdefault(line, []).append(Located(program, node, line))
+    return found
+
+
+def last_in_groups(path: str, read: Iterable[Program], group: Callable[[int], G | None]) -> dict[G, list[Located]]:
+    """For each group of lines of ``path`` (``group(line)``, 1-based; None leaves the
+    line out), the node of each program that came last in its graph among those the
+    group's lines produced holding a tensor, programs in the order given. One pass,
+    no list of every node per line: the call of a layer in an 80-layer loop names
+    thousands of nodes, of which the inlay hints show one per program."""
+    real = _RealPaths()
+    want = real(path)
+    found: dict[G, list[Located]] = {}
+    for program in read:
+        last: dict[G, tuple[NodeModel, int]] = {}
+        for node in program.model.nodes:  # graph order: a later node replaces an earlier
+            if node.op != "call_function" or not any(m is not None for m in node.meta):
+                continue
+            for line in {f.line for f in node.frames if real(f.file) == want}:
+                key = group(line)
+                if key is not None:
+                    last[key] = (node, line)
+        for key, (node, line) in last.items():
+            found.setdefault(key, []).append(Located(program, node, line))
     return found
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core.model.results import FileResult
-from exportlens.core.serde.located import Located, at_lines, programs
+from exportlens.core.serde.located import Located, last_in_groups, programs
 from exportlens.server.markup import Markup, content
 from exportlens.server.positions import byte_column_to_units, split_lines
 
@@ -95,26 +95,15 @@ def _hints(path: str, source: str, result: FileResult, markup: Markup) -> list[L
     read = programs(result.targets)
     if not read:
         return []
-    order = {id(p): {n.name: i for i, n in enumerate(p.model.nodes)} for p in read}
     lines = split_lines(source)
     anchor = _anchors(source, lines)
-    # Every node of each anchor (a statement's end), whichever of its lines named it.
-    by_anchor: dict[tuple[int, int], list[Located]] = {}
-    for line, located in at_lines(path, read).items():
-        if 1 <= line <= len(lines):
-            by_anchor.setdefault(anchor(line), []).extend(located)
-    hints = []
-    for (line, column), located in sorted(by_anchor.items()):
-        last: dict[int, Located] = {}  # per program: the node that came last in its graph
-        for entry in located:
-            key = id(entry.program)
-            # Whether it holds a tensor, not its text: the call of a layer in an 80-layer
-            # loop names thousands of nodes, of which one per program is shown.
-            if any(m is not None for m in entry.node.meta) and (key not in last or order[key][entry.node.name] > order[key][last[key].node.name]):
-                last[key] = entry
-        if last:
-            hints.append(LineHint(line - 1, column, _label(list(last.values())), _tooltip(markup, list(last.values()))))
-    return hints
+    # The last node holding a tensor, per program, of each anchor (a statement's end),
+    # whichever of the statement's lines named it.
+    by_anchor = last_in_groups(path, read, lambda line: anchor(line) if 1 <= line <= len(lines) else None)
+    return [
+        LineHint(line - 1, column, _label(located), _tooltip(markup, located))
+        for (line, column), located in sorted(by_anchor.items())
+    ]
 
 
 def _label(values: list[Located]) -> str:
