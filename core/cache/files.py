@@ -5,6 +5,7 @@ of the payload) and a bounded msgpack payload. Anything that does not check out 
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from typing import Any
 
@@ -47,3 +48,13 @@ def decode_file(kind: int, data: bytes) -> Any:
         return bounded_unpack(payload)  # bounded lengths, no ext types
     except ValueError as e:
         raise CorruptEntry(str(e)) from None
+
+
+# The workers' preload record lives in the cache folder too, one per environment
+# (``exportlens.core.isolation.preload_record``); ``cache clear`` forgets it with the rest.
+PRELOAD_RECORD = re.compile(r"^preload-[0-9a-f]{16}\.msgpack$")
+
+
+def preload_record_name(environment: str) -> str:
+    """The preload record's file name for an environment (any text naming it)."""
+    return f"preload-{hashlib.sha256(environment.encode()).hexdigest()[:16]}.msgpack"

@@ -6,7 +6,8 @@ job will use, and the environment (torch, Python, exportlens's own code). The se
 adds the state of each file the run depended on, known only after a run: the bytes of
 the local modules it imported and of the project files it read, and "absent" for the
 local modules it looked for and did not find (a negative dependency: creating one
-changes what the import finds).
+changes what the import finds); and the state of each installed library the model's
+code imported (``library_state``), so that upgrading one invalidates its results.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from exportlens.core.project.settings import find_pyproject, pyproject_targets
 # whose shape is covered by the exportlens code fingerprint below.)
 # 2: dependencies may be "absent" (negative) and include project files the model read.
 # 3: a third kind of file, the tokens manifest (a result reused across comment edits).
-CACHE_FORMAT = 3
+# 4: the second key has the state of the installed libraries the model imported.
+CACHE_FORMAT = 4
 
 # The state of a dependency that is not there (see ``file_state``).
 ABSENT = "absent"
@@ -210,6 +212,23 @@ def file_state(path: str) -> str | None:
         os.close(fd)
 
 
+def library_state(path: str) -> str | None:
+    """An installed library's state, by its top-level module's file (``path``): its
+    device, inode, size, and modification and change times. Installing another
+    version (``pip install -U``), or the same one again, writes that file anew, which
+    changes at least its change time, whatever times the package carries; a stat, not
+    a read, so a lookup stays cheap. None when it is not there."""
+    try:
+        return stat_state(os.stat(path))
+    except OSError:
+        return None
+
+
+def stat_state(st: os.stat_result) -> str:
+    """``library_state`` of a file's ``os.stat``."""
+    return f"{st.st_dev:x}:{st.st_ino:x}:{st.st_size:x}:{st.st_mtime_ns:x}:{st.st_ctime_ns:x}"
+
+
 def dependency_bytes(path: str) -> bytes | None:
     """A dependency's bytes now, or None when it is not there or is not a readable
     regular file. Never blocks (as ``file_state``)."""
@@ -226,13 +245,26 @@ def dependency_bytes(path: str) -> bytes | None:
         os.close(fd)
 
 
-def second_key(key1: str, deps: list[str], states: list[str] | None = None) -> str | None:
+def second_key(
+    key1: str, deps: list[str], states: list[str] | None = None, libraries: list[str] | None = None, library_states: list[str] | None = None
+) -> str | None:
     """The entry's key: the first key plus each dependency's state (``file_state``) --
-    ``states`` when given (what the export read), else the files' states now; None
-    when one cannot be read or a given state is malformed (a miss)."""
+    ``states`` when given (what the export read), else the files' states now -- and
+    each library's (``library_state``) -- ``library_states`` when given (what the
+    export ran), else as they are now; None when one cannot be read or a given state
+    is malformed (a miss)."""
     h = hashlib.sha256(key1.encode())
     if states is not None and len(states) != len(deps):
         return None
+    libraries = libraries or []
+    if library_states is None:
+        library_states = [library_state(p) or "" for p in libraries]
+    if len(library_states) != len(libraries):
+        return None
+    for path, lib_state in zip(libraries, library_states, strict=True):
+        if not lib_state:
+            return None  # gone: its results cannot be told apart from another version's
+        h.update(b"\x00L" + path.encode("utf-8", errors="surrogatepass") + b"\x00" + lib_state.encode() + b"\x00")
     for i, dep in enumerate(deps):
         state = states[i] if states is not None else file_state(dep)
         h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")

@@ -50,6 +50,7 @@ from exportlens.core.cache.files import (
     KIND_MANIFEST,
     KIND_TOKENS,
     MAX_FILE_BYTES,
+    PRELOAD_RECORD,
     SUFFIX,
     CorruptEntry,
     decode_file,
@@ -82,6 +83,14 @@ _CACHE_FILE = re.compile(r"^[0-9a-f]{64}\.(entry|manifest|tokens)$")
 _SHARD = re.compile(r"^[0-9a-f]{2}$")
 _TEMP_PREFIX = ".tmp-"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is a cache of exportlens results; see exportlens cache clear.\n"
+
+
+def _libraries(manifest: dict[str, Any]) -> list[str] | None:
+    """The libraries a manifest lists (none when it predates them); None when malformed."""
+    libraries = manifest.get("libs", [])
+    if not isinstance(libraries, list) or not all(isinstance(p, str) for p in libraries):
+        return None
+    return libraries
 
 
 def default_cache_dir() -> Path:
@@ -147,8 +156,8 @@ class ResultCache:
             self._warn_store(e)
 
     def clear(self) -> int:
-        """Remove every cache file (only those: the folder may hold other things); the
-        number of results removed."""
+        """Remove every cache file (only those: the folder may hold other things) and
+        the workers' preload records; the number of results removed."""
         removed = 0
         for path, _, _, _ in self._files(include_temp=True):
             if self._unlink(path) and path.suffix == ".entry":
@@ -164,6 +173,13 @@ class ResultCache:
                 tag.unlink()
         except (OSError, UnicodeError):
             pass
+        try:  # what the workers preload: learnt again from the next exports
+            with os.scandir(self.directory) as it:
+                records = [Path(e.path) for e in it if PRELOAD_RECORD.match(e.name) and e.is_file(follow_symlinks=False)]
+        except OSError:
+            records = []
+        for record in records:
+            self._unlink(record)
         with self._lock:
             self._size = 0
             self._scanned_at = time.monotonic()
@@ -253,7 +269,11 @@ class ResultCache:
             if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
                 self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad dependency list"))
                 return None
-            key2 = second_key(key1, deps)
+            libraries = _libraries(manifest)
+            if libraries is None:
+                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad library list"))
+                return None
+            key2 = second_key(key1, deps, libraries=libraries)
             result = self._entry(key2, request) if key2 is not None else None
             if result is None or key2 is None:  # a local module may have changed in comments only
                 return self._lookup_moved(request, source)
@@ -291,7 +311,8 @@ class ResultCache:
             return None
         key1, deps, old = found.get("key1"), found.get("deps"), found.get("source")
         states, texts = found.get("states"), found.get("texts")
-        if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
+        libraries = _libraries(found)
+        if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)) or libraries is None:
             self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
             return None
         maps: list[FileMap] = []
@@ -307,9 +328,9 @@ class ResultCache:
                 return None
             maps += moved[0]
             now_states = moved[1]
-            key2 = second_key(key1, deps, states)
+            key2 = second_key(key1, deps, states, libraries=libraries)
         else:  # modules kept by their bytes alone (the export's states were not known)
-            key2 = second_key(key1, deps)
+            key2 = second_key(key1, deps, libraries=libraries)
         if not maps:
             return None  # the same bytes missed by their own key (a bad or evicted file): a miss
         stored = self._entry(key2, request) if key2 is not None else None
@@ -360,21 +381,24 @@ class ResultCache:
                 except OSError:
                     return  # gone already: the entry could never be hit
         key1 = first_key(request, source)
-        key2 = second_key(key1, deps, states)
+        # The libraries' states as the export ran them: one upgraded since keys this
+        # entry by its old state, which no lookup computes any more.
+        libraries = list(result.libraries)
+        key2 = second_key(key1, deps, states, libraries=libraries, library_states=list(result.library_states))
         if key2 is None:
             return
         entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))
-        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps}))
+        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps, "libs": libraries}))
         if len(entry) > MAX_FILE_BYTES:
             return
         self._ensure_directory()
         # The entry first: a manifest should not name an entry that is not there yet.
         written = self._write(self._path(key2, KIND_ENTRY), entry)
         written += self._write(self._path(key1, KIND_MANIFEST), manifest)
-        written += self._store_tokens(request, source, key1, deps, states)
+        written += self._store_tokens(request, source, key1, deps, states, libraries)
         self._account(written)
 
-    def _store_tokens(self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None) -> int:
+    def _store_tokens(self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str]) -> int:
         """Write the tokens manifest when comment-only edits may reuse this result:
         neither the file nor a local module it ran spells a way to see its own
         source or line numbers. With the states the export saw, it also keeps each
@@ -398,7 +422,7 @@ class ResultCache:
                 return 0
             texts[i] = data
         key = token_first_key(request, tokens.key)
-        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": deps, "source": source}
+        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": deps, "libs": libraries, "source": source}
         if states is not None:
             payload.update(states=states, texts=texts)
         data = encode_file(KIND_TOKENS, pack(payload))

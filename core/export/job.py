@@ -15,9 +15,9 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, deps, shapes_spec, signature_checks
+from exportlens.core.export import analyze, attributes, deps, libraries, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
-from exportlens.core.export.loader import Loaded, frames_of, load, module_name_for, record_imports
+from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
 from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
@@ -51,7 +51,9 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     REGISTRY.clear()
     policy = Policy.for_request(request)
     emit(Phase(None, "running the file"))
-    with policy.constructing():
+    libraries.reset()
+    libraries.unshadow([request.root, module_name_for(request.path)[1]])
+    with policy.constructing(), libraries.watching(request.root or module_name_for(request.path)[1]):
         loaded = load(request.path, request.source, request.root)
     mark("job: model file run")
     if loaded.error is not None:
@@ -93,7 +95,10 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     else:
         emit(TargetsFound(()))
     # After the exports: building and exporting a target may import and read more.
+    for name in libraries.preloaded_used():
+        looked_up(name, loaded.root)
     inputs, written = recorder.result(request.path, record_imports(loaded) if loaded.root else {})
+    used = libraries.depended_on(loaded.root)
     return FileResult(
         path=request.path,
         diagnostics=tuple(complete_range(d, sources.index(d.path or loaded.path)) for d in diagnostics),
@@ -105,6 +110,8 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
         written_hashes=tuple(written.values()),
         missing_modules=tuple(loaded.missing_modules),
         fallbacks=fallbacks(needed),
+        libraries=tuple(used),
+        library_states=tuple(used.values()),
     ).sorted()
 
 
@@ -138,8 +145,9 @@ def _build(candidate: Candidate, loaded: Loaded, sources: Sources, policy: Polic
     build failed for want of values, or needs real weights (see ``Policy.inspect``)."""
     name = candidate.decl.name
     try:
-        with policy.constructing():
+        with policy.constructing(), libraries.watching(loaded.root):
             built = candidate.build()
+        libraries.note_classes(built.module)
     except TargetError as e:
         cause = e.cause or e
         return annotate(Diagnostic.at("target-error", f"target `{name}`: {e}", candidate.where, name), policy.after_failure(cause, _where(cause, sources)))

@@ -252,6 +252,23 @@ class _LocalModuleFinder(importlib.abc.MetaPathFinder):
                     return  # found here (not as source): the folders after it are never searched
 
 
+def looked_up(name: str, root: str | None) -> None:
+    """Record, as the finder would have, the places under ``root`` where an import of
+    the top-level ``name`` looks, for an import ``sys.modules`` answered (a library the
+    worker preloaded): creating ``name.py`` there would change what it finds
+    (``exportlens.core.export.libraries.unshadow``)."""
+    if not root:
+        return
+    real_root = os.path.realpath(root) + os.sep
+    for entry in list(sys.path):
+        if not isinstance(entry, str) or not entry:
+            continue
+        real = os.path.realpath(entry)
+        if (real + os.sep).startswith(real_root) and "site-packages" not in real and "dist-packages" not in real:
+            for candidate in (os.path.join(real, name, "__init__.py"), os.path.join(real, name + ".py")):
+                _TRIED.setdefault(candidate)
+
+
 def _compile_local_modules_from_source(root: str | None) -> None:
     if not root or any(isinstance(f, _LocalModuleFinder) and f.root == os.path.realpath(root) + os.sep for f in sys.meta_path):
         return

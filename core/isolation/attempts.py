@@ -88,6 +88,9 @@ def _merge_real(first: FileResult, real: FileResult, names: set[str], decls: lis
     written = dict(zip(first.written, first.written_hashes, strict=False))
     for path, state in zip(real.written, real.written_hashes, strict=False):
         written.setdefault(path, state)
+    libraries = dict(zip(first.libraries, first.library_states, strict=False))
+    for path, state in zip(real.libraries, real.library_states, strict=False):
+        libraries.setdefault(path, state)
     return replace(
         first,
         diagnostics=first.diagnostics + tuple(d for d in real.diagnostics if d.target in names),
@@ -97,6 +100,8 @@ def _merge_real(first: FileResult, real: FileResult, names: set[str], decls: lis
         written=tuple(sorted(written)),
         written_hashes=tuple(written[p] for p in sorted(written)),
         missing_modules=tuple(sorted({*first.missing_modules, *real.missing_modules})),
+        libraries=tuple(sorted(libraries)),
+        library_states=tuple(libraries[p] for p in sorted(libraries)),
         output_tail=(first.output_tail + real.output_tail)[-OUTPUT_TAIL:],
         fallbacks=tuple(f for f in first.fallbacks if f.target not in names),
     ).sorted()
@@ -165,6 +170,8 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         written=last.written,
         written_hashes=last.written_hashes,
         missing_modules=last.missing_modules,
+        libraries=last.libraries,
+        library_states=last.library_states,
         fallbacks=last.fallbacks,
         output_tail=tail.text(),  # the zygote saw all the output, the job none of it
         elapsed_ms=(time.monotonic() - started) * 1000,

@@ -209,6 +209,11 @@ class FileResult:
     missing_modules: tuple[str, ...] = ()
     # Targets to run again with real weights (a job's result only; see ``Fallback``).
     fallbacks: tuple[Fallback, ...] = ()
+    # The installed libraries the model's code imported (each by its top-level module's
+    # real path) and, parallel, the state of each that the run used: upgrading one
+    # invalidates this result (``exportlens.core.export.libraries``).
+    libraries: tuple[str, ...] = ()
+    library_states: tuple[str, ...] = ()
 
     @property
     def has_errors(self) -> bool:

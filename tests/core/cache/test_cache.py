@@ -22,7 +22,7 @@ import msgpack
 import pytest
 
 from exportlens.core.cache import keys as cachekey
-from exportlens.core.cache.files import HEADER, KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS, MAGIC, encode_file
+from exportlens.core.cache.files import HEADER, KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS, MAGIC, encode_file, preload_record_name
 from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
 from exportlens.core.cache.store import ResultCache, default_cache_dir
@@ -174,6 +174,60 @@ def test_a_missing_module_the_run_looked_for_is_keyed_as_absent(project: Project
     assert cache.lookup(project.request()) is None
     extra.unlink()
     assert cache.lookup(project.request()) == result
+
+
+# -- installed libraries the model imported ------------------------------------------
+
+
+def _install(tmp_path: Path, text: str = "WIDTH = 3\n") -> Path:
+    """A library's top-level file, written anew as an installer writes it."""
+    init = tmp_path / "site" / "lib" / "__init__.py"
+    init.parent.mkdir(parents=True, exist_ok=True)
+    staged = init.with_suffix(".new")
+    staged.write_text(text)
+    os.replace(staged, init)
+    return init
+
+
+def _using(project: Project, library: Path, state: str | None = None) -> FileResult:
+    state = state or cachekey.library_state(str(library))
+    assert state is not None
+    return dataclasses.replace(project.result(), libraries=(str(library),), library_states=(state,))
+
+
+def test_an_upgraded_library_misses_the_results_that_used_it(project: Project, cache: ResultCache, tmp_path: Path) -> None:
+    library = _install(tmp_path)
+    cache.store(project.request(), _using(project, library))
+    assert cache.lookup(project.request()) == _using(project, library)
+    _install(tmp_path, "WIDTH = 5\n")  # pip install -U lib
+    assert cache.lookup(project.request()) is None
+    project.model.write_text(MODEL + "# a comment: the lines would move, the library is still another\n")
+    assert cache.lookup(project.request()) is None
+
+
+def test_a_library_that_changed_while_the_export_ran_is_never_hit(project: Project, cache: ResultCache, tmp_path: Path) -> None:
+    from exportlens.core.export.libraries import CHANGED
+
+    library = _install(tmp_path)
+    cache.store(project.request(), _using(project, library, CHANGED))
+    assert cache.lookup(project.request()) is None
+
+
+def test_a_removed_library_is_a_miss(project: Project, cache: ResultCache, tmp_path: Path) -> None:
+    library = _install(tmp_path)
+    cache.store(project.request(), _using(project, library))
+    library.unlink()
+    assert cache.lookup(project.request()) is None
+
+
+def test_a_manifest_with_a_bad_library_list_is_a_logged_miss(project: Project, cache: ResultCache, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache.store(project.request(), _using(project, _install(tmp_path)))
+    (path,) = _files(cache.directory, ".manifest")
+    key = path.name.partition(".")[0]
+    path.write_bytes(encode_file(KIND_MANIFEST, msgpack.packb({"key": key, "deps": [], "libs": [3]})))
+    with caplog.at_level(logging.WARNING, logger="exportlens.cache"):
+        assert cache.lookup(project.request()) is None
+    assert cache.corrupt == 1 and "bad library list" in caplog.text
 
 
 def test_a_dependency_that_cannot_be_read_now_is_a_miss(project: Project, cache: ResultCache) -> None:
@@ -469,6 +523,7 @@ def test_lookups_never_scan_the_folder(project: Project, cache: ResultCache, mon
 def test_clear_removes_only_cache_files(project: Project, cache: ResultCache) -> None:
     requests = _store_keys(project, cache, 3)
     (cache.directory / "notes.txt").write_text("mine")
+    (cache.directory / preload_record_name("this environment")).write_bytes(b"what the workers preload")
     assert cache.clear() == 3
     assert all(cache.lookup(r) is None for r in requests)
     assert [p.name for p in cache.directory.iterdir()] == ["notes.txt"]
