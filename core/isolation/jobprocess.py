@@ -24,6 +24,7 @@ from exportlens.core.isolation.messages import (
     Export,
     ExportRequest,
     FromJob,
+    Imported,
     JobResult,
     StandbyWarm,
     read_frame,
@@ -33,6 +34,7 @@ from exportlens.core.isolation.trace import mark
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 PR_SET_PDEATHSIG = 1
+MAX_IMPORTED = 5000  # library modules one job reports to its worker
 
 
 def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
@@ -40,6 +42,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
     code = 0
     exit_now = os._exit  # ours, before the model's code can replace it
     mark(f"job: request {request.id} starts")
+    before = set(sys.modules)
     try:
         os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
         try:  # be the OOM killer's first choice (``die_with`` made it die with the zygote)
@@ -64,6 +67,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 
         result = run_job(request, emit)
         mark("job: result built")
+        emit(_imported(before, request))
         # Flushed before the result, not after: the worker keeps the output that is
         # in the pipe when the result arrives, and kills the job right away.
         _flush()
@@ -75,6 +79,16 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
     finally:
         _flush()
         exit_now(code)
+
+
+def _imported(before: set[str], request: ExportRequest) -> Imported:
+    """What the worker may preload for later jobs: the library modules this job
+    imported; and the preloaded libraries the model's code imported."""
+    from exportlens.core.export import libraries
+    from exportlens.core.export.loader import module_name_for
+
+    modules = libraries.new_library_modules(before, request.root or module_name_for(request.path)[1])[:MAX_IMPORTED]
+    return Imported(tuple(n for n, _ in modules), tuple(f for _, f in modules), tuple(libraries.preloaded_used()))
 
 
 def _flush() -> None:
@@ -172,14 +186,18 @@ def warm_up() -> str:
     module imported, so the first job starts hot. Returns torch's version."""
     import torch
 
+    from exportlens.core.export import libraries
+
     # Nothing the zygote runs may start the OpenMP pool (see ``exportlens.core.isolation.zygote``).
     torch.set_num_threads(1)
+    libraries.survey()  # the installed folders: no project folder is on sys.path yet
     # Before any model library is imported (here or in a job): one that binds
     # ``safetensors.safe_open`` or torch's functions at its import binds these.
     from exportlens.core.export.weights import install
 
     install()
     prewarm()
+    _stop_tqdm_monitor()
     # Imported once here, shared by every fork. The job imports the extraction and
     # the program encoder only after a successful export; imported there, each job
     # paid for them and for the torch internals they pull in (~60 ms of a small
@@ -190,6 +208,21 @@ def warm_up() -> str:
     import exportlens.core.serde.encode  # noqa: F401
 
     return str(torch.__version__)
+
+
+def _stop_tqdm_monitor() -> None:
+    """The tiny export shows a tqdm bar (torch.fx's interpreter), and tqdm starts a
+    monitor thread with the first bar: a fork made while it runs would copy its lock
+    (``tqdm._lock``) held, should it be at that moment, and every bar of that job would
+    wait for it forever. The monitor only tunes how often a bar redraws."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return
+    std.tqdm.monitor_interval = 0  # no monitor in the worker, nor in its jobs
+    monitor = std.tqdm.monitor
+    if monitor is not None:
+        monitor.exit()
+        std.tqdm.monitor = None
 
 
 def prewarm() -> None:

@@ -23,6 +23,12 @@ zygote -> pool (the zygote's stdout)
     ``Finished``     exactly once per request. A cancelled request gets an empty
                      result and ``cancelled=True``; a ``Cancel`` for an id already
                      answered gets no reply.
+    ``Preloading``   the worker imports a library module now, while idle: should it
+                     die or go silent before its next message, that library is to blame
+    ``Preloaded``    the worker stopped importing (done, or a request came): what it
+                     holds now, what it refused and why, its memory before and after
+    ``Retiring``     the worker exits now and is to be replaced: it holds a library
+                     changed on disk since, or one that made it unsafe to fork
 job process -> zygote (a pipe per job)
     ``StandbyWarm``   a standby job process is warm and waits for its ``Export``
     ``TargetsFound``  after discovery: every target the file declares
@@ -30,6 +36,8 @@ job process -> zygote (a pipe per job)
                       this target's, and its timeout starts now
     ``Phase``         the file's or the target's next step (for progress)
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
+    ``Imported``      before its result: the library modules it imported (for the
+                      worker to preload) and the preloaded libraries the model used
     ``JobResult``     once, last: the file's result
 """
 
@@ -134,6 +142,31 @@ class Finished:
     cancelled: bool = False
 
 
+@dataclass(frozen=True)
+class Preloading:
+    TAG: ClassVar[str] = "preloading"
+    module: str
+    library: str  # its top-level module, the unit a refusal names
+    file: str  # the library's top-level file, and its state (``library_state``)
+    state: str
+
+
+@dataclass(frozen=True)
+class Preloaded:
+    TAG: ClassVar[str] = "preloaded"
+    modules: int  # library modules preloaded
+    libraries: tuple[str, ...]  # the preloaded libraries
+    refused: tuple[str, ...] = ()  # "name: why", refused by this worker so far
+    rss_before_kb: int = 0  # the worker's resident memory before it preloaded anything
+    rss_kb: int = 0  # and now
+
+
+@dataclass(frozen=True)
+class Retiring:
+    TAG: ClassVar[str] = "retiring"
+    reason: str
+
+
 # ---------------------------------------------------------------- job -> zygote
 
 
@@ -172,19 +205,33 @@ class TargetDone:
 
 
 @dataclass(frozen=True)
+class Imported:
+    """The library modules a job imported (name and real file, in import order), which
+    its worker may preload, and the preloaded libraries the model's code imported."""
+
+    TAG: ClassVar[str] = "imported"
+    modules: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    used: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobResult:
     TAG: ClassVar[str] = "result"
     result: FileResult
 
 
 ToWorker = Union[Export, Cancel, Exit]
-FromWorker = Union[WorkerReady, JobStarted, Progress, Finished]
-FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, JobResult]
+FromWorker = Union[WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring]
+FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, JobResult]
 Message = Union[ToWorker, FromWorker, FromJob]
 
 _BY_TAG: dict[str, type[Any]] = {
     cls.TAG: cls
-    for cls in (Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, JobResult)
+    for cls in (
+        *(Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring),
+        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, JobResult),
+    )
 }
 
 

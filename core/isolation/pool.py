@@ -8,10 +8,15 @@ warming up, per-target progress and worker restarts. The workers
 already turn a crash, hang or memory blow-up of the *model* into a diagnostic; the
 pool handles the worker itself failing: it dies, sends garbage, or goes silent for
 far longer than the limits allow. Then the worker is replaced and the request it
-held becomes a ``worker-crash`` result. When workers keep dying as they start, or
-cannot be started at all (the interpreter is not executable), the pool gives up:
-``run`` raises WorkerError, ``serve`` answers each request at once. Nothing here
-ever waits forever. One worker process (start, state, stop) is
+held becomes a ``worker-crash`` result. A worker may also die or hang importing a
+library while idle (``Preloading`` named it, ``exportlens.core.isolation.preload``),
+or retire (``Retiring``: a library it holds changed on disk, or made it unfit to
+fork): the request it was handed meanwhile, whose job never started, goes to the
+replacement instead, and nothing is lost. The pool records such a library as refused
+in the preload record, where the replacement reads it; a retiring worker is no failure. When workers keep dying as
+they start, or cannot be started at all (the interpreter is not executable), the
+pool gives up: ``run`` raises WorkerError, ``serve`` answers each request at once.
+Nothing here ever waits forever. One worker process (start, state, stop) is
 ``exportlens.core.isolation.worker``.
 
 This module must not import torch (the CLI and the server use it).
@@ -23,12 +28,16 @@ import collections
 import logging
 import os
 import selectors
+import shutil
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
+from exportlens.core.isolation import preload_record
 from exportlens.core.isolation.messages import (
     Cancel,
     Export,
@@ -38,7 +47,10 @@ from exportlens.core.isolation.messages import (
     Limits,
     Message,
     MessageError,
+    Preloaded,
+    Preloading,
     Progress,
+    Retiring,
     WorkerReady,
 )
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
@@ -48,6 +60,9 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
 MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
+# A worker silent this long after naming the library module it imports is stuck in
+# that import (one module with all it pulls in: seconds on a loaded machine).
+PRELOAD_TIMEOUT_S = float(os.environ.get("EXPORTLENS_PRELOAD_TIMEOUT_S", "60"))
 
 
 @dataclass(frozen=True)
@@ -60,9 +75,12 @@ class PoolEvent:
     ``restart``: a worker failed (``detail`` says why) and is being replaced.
     ``gave-up``: workers keep failing to start, or cannot be started at all
     (``detail`` says why); requests now fail at once. Said once per pool.
+    ``retired``: a worker retired (``detail`` says why: a library it holds changed on
+    disk...) and is being replaced. ``preloaded``: a worker imported libraries while
+    idle (``detail``: how many modules, its memory before and after, refusals).
     """
 
-    kind: Literal["ready", "begin", "restart", "gave-up"]
+    kind: Literal["ready", "begin", "restart", "gave-up", "retired", "preloaded"]
     request_id: int | None = None
     target: str | None = None
     index: int | None = None
@@ -75,7 +93,9 @@ class WorkerPool:
     """``jobs`` warm workers. ``limits``, when given, replaces each request's limits.
 
     Use as a context manager; ``close()`` kills the workers. ``run`` yields results in
-    completion order (sort them if you need a stable order).
+    completion order (sort them if you need a stable order). ``preload_dir``: the
+    folder of the preload record (the cache folder), so that workers started later
+    preload what these learned; None keeps it for this pool's life only.
     """
 
     def __init__(
@@ -84,6 +104,7 @@ class WorkerPool:
         limits: Limits | None = None,
         log_path: str | os.PathLike[str] | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
+        preload_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
         self.limits = limits
@@ -95,6 +116,11 @@ class WorkerPool:
         self._cancelled: set[int] = set()
         self._on_event = on_event
         self._inbox: collections.deque[ExportRequest] = collections.deque()
+        # Requests held by a worker that failed before starting them: run them again.
+        self._requeue: collections.deque[ExportRequest] = collections.deque()
+        self._retried: set[int] = set()
+        self._own_dir = tempfile.mkdtemp(prefix="exportlens-preload-") if preload_dir is None else None
+        self.record = preload_record.path_in(self._own_dir or preload_dir or "")
         # A self-pipe: submit() from another thread wakes serve() out of select().
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -138,7 +164,7 @@ class WorkerPool:
         """
         pending = collections.deque(self._limited(r) for r in requests)
         done: dict[int, FileResult] = {}
-        while pending or any(w.request is not None for w in self._workers):
+        while pending or self._requeue or any(w.request is not None for w in self._workers):
             if pending:
                 # A batch that no worker can run is one error, not one result per file.
                 self._raise_if_gave_up()
@@ -194,6 +220,10 @@ class WorkerPool:
         """The worker (zygote) processes' pids."""
         return [w.proc.pid for w in self._workers if w.state is not WorkerState.DEAD]
 
+    def holds(self, request_id: int) -> bool:
+        """Whether a worker was handed the request and has not answered it yet."""
+        return any(w.request is not None and w.request.id == request_id for w in self._workers)
+
     def job_pid(self, request_id: int) -> int | None:
         """The pid of the job process running the request now, if one is."""
         for worker in self._workers:
@@ -211,6 +241,8 @@ class WorkerPool:
             worker.kill(grace_s=CLOSE_GRACE_S)
         if not isinstance(self._log, int):
             self._log.close()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
         for fd in (self._wake_r, self._wake_w):
             try:
                 os.close(fd)
@@ -230,6 +262,8 @@ class WorkerPool:
 
     def _step(self, pending: collections.deque[ExportRequest], done: dict[int, FileResult]) -> None:
         """Hand pending requests to idle workers, then wait briefly for events."""
+        while self._requeue:
+            pending.appendleft(self._requeue.pop())
         for worker in self._workers:
             while worker.state is WorkerState.IDLE and pending:
                 request = pending.popleft()
@@ -256,7 +290,19 @@ class WorkerPool:
             with self._lock:
                 worker.send(Export(request))
         except OSError:
-            self._replace(worker, "it stopped reading its input", done)
+            self._last_words(worker)
+            self._replace(worker, worker.retiring or "it stopped reading its input", done)
+
+    def _last_words(self, worker: WorkerProcess) -> None:
+        """Read what a worker that stopped reading wrote before it went: a worker that
+        retired while no request was running said so, and nobody read it yet."""
+        try:
+            while chunk := os.read(worker.out, 1 << 16):
+                for message in worker.decoder.feed(chunk):
+                    if isinstance(message, (Retiring, Preloading, Preloaded)):
+                        self._handle(worker, message, {})
+        except (OSError, MessageError):
+            pass
 
     def _silence_limit(self, worker: WorkerProcess) -> float:
         # The worker kills a job within timeout_s of its last event and reports
@@ -282,6 +328,8 @@ class WorkerPool:
         for worker in list(self._workers):
             if worker.state is WorkerState.STARTING and now - worker.started > READY_TIMEOUT_S:
                 self._replace(worker, "it did not start in time", done)
+            elif worker.preloading is not None and now - worker.last_heard > PRELOAD_TIMEOUT_S:
+                self._replace(worker, f"it stopped responding (for over {PRELOAD_TIMEOUT_S:g} s)", done)
             elif worker.state is WorkerState.BUSY and now - worker.last_heard > self._silence_limit(worker):
                 self._replace(worker, "it stopped responding", done)
 
@@ -300,8 +348,7 @@ class WorkerPool:
         except OSError:
             chunk = b""
         if not chunk:
-            code = worker.proc.poll()
-            self._replace(worker, f"it exited with code {code}", done)
+            self._replace(worker, worker.retiring or _exit_text(worker), done)
             return
         worker.last_heard = time.monotonic()
         try:
@@ -311,7 +358,15 @@ class WorkerPool:
             self._replace(worker, f"it sent a bad message: {e}", done)
 
     def _handle(self, worker: WorkerProcess, message: Message, done: dict[int, FileResult]) -> None:
-        if isinstance(message, WorkerReady):
+        # Whatever it says after ``Preloading``, it is no longer in that import.
+        worker.preloading = message if isinstance(message, Preloading) else None
+        if isinstance(message, Preloading):
+            pass
+        elif isinstance(message, Preloaded):
+            self._preloaded(worker, message)
+        elif isinstance(message, Retiring):
+            worker.retiring = message.reason
+        elif isinstance(message, WorkerReady):
             worker.set_state(WorkerState.BUSY if worker.request else WorkerState.IDLE, "warmed up")
             self._start_failures = 0
             self._emit(PoolEvent("ready", detail=f"pid {worker.proc.pid}, torch {message.torch}"))
@@ -331,15 +386,33 @@ class WorkerPool:
         else:
             raise MessageError(f"{type(message).__name__} is not a message a worker sends")
 
+    def _preloaded(self, worker: WorkerProcess, message: Preloaded) -> None:
+        detail = (
+            f"pid {worker.proc.pid}: {message.modules} library modules ({', '.join(message.libraries) or 'none'}); "
+            f"memory {message.rss_before_kb // 1024} -> {message.rss_kb // 1024} MB" + "".join(f"; refused {r}" for r in message.refused)
+        )
+        log.info("worker preloaded %s", detail)
+        self._emit(PoolEvent("preloaded", detail=detail))
+
     def _replace(self, worker: WorkerProcess, why: str, done: dict[int, FileResult]) -> None:
-        """Kill a failed worker, fail its request, start a new one in its place."""
+        """Kill a failed (or retiring) worker, fail its request -- or run it again when
+        the worker failed in its own business (preloading, retiring) before starting
+        it --, start a new one in its place."""
         request = worker.request
-        log.info("worker %d failed: %s", worker.proc.pid, why)
+        log.info("worker %d %s: %s", worker.proc.pid, "retires" if worker.retiring else "failed", why)
         if worker.state is WorkerState.STARTING:
             self._start_failures += 1
         worker.kill()
+        if worker.preloading is not None and not worker.retiring:
+            loading = worker.preloading
+            reason = f"the worker {why.removeprefix('it ')} while importing {loading.module}"
+            preload_record.refuse(self.record, loading.library, reason, loading.file, loading.state)
         index = self._workers.index(worker)
-        if request is not None:
+        own_business = worker.preloading is not None or worker.retiring is not None
+        if request is not None and worker.job_pid is None and own_business and request.id not in self._retried:
+            self._retried.add(request.id)
+            self._requeue.append(request)
+        elif request is not None:
             done[request.id] = crash_result(request, why)
         if not self.closed and self._start_failures >= MAX_START_FAILURES:
             self._give_up(why)
@@ -348,7 +421,7 @@ class WorkerPool:
             worker.request = None
             worker.set_state(WorkerState.DEAD, why)
             return
-        self._emit(PoolEvent("restart", request_id=request.id if request else None, detail=why))
+        self._emit(PoolEvent("retired" if worker.retiring else "restart", request_id=request.id if request else None, detail=why))
         self._workers[index] = replacement
 
     def _start_worker(self) -> WorkerProcess | None:
@@ -356,7 +429,7 @@ class WorkerPool:
         interpreter is not executable, or gone). A retry would fail the same way,
         so the pool gives up at once."""
         try:
-            return WorkerProcess(self._log)
+            return WorkerProcess(self._log, self.record)
         except WorkerError as e:
             self._give_up(str(e))
             return None
@@ -367,3 +440,17 @@ class WorkerPool:
             self._gave_up = why
             log.info("workers cannot start: %s", why)
             self._emit(PoolEvent("gave-up", detail=why))
+
+
+def _exit_text(worker: WorkerProcess) -> str:
+    """How a worker whose output ended went: its exit code or signal."""
+    try:
+        code = worker.proc.wait(timeout=2)  # its output ends as it exits: a moment at most
+    except subprocess.TimeoutExpired:
+        code = None
+    if code is not None and code < 0:
+        try:
+            return f"it was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"it exited with code {code}"

@@ -22,6 +22,7 @@ from exportlens.core.isolation.messages import (
     FrameDecoder,
     FromJob,
     FromWorker,
+    Imported,
     JobResult,
     MessageError,
     Phase,
@@ -51,6 +52,7 @@ class Attempt:
     cancelled: bool = False
     # Targets the job finished before it died: (result, its diagnostics).
     done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
+    imported: Imported | None = None  # the library modules it imported (``preload``)
 
 
 class Control(Protocol):
@@ -160,6 +162,8 @@ def on_event(
         return False
     if isinstance(message, TargetDone):
         attempt.done.append((message.target, list(message.diagnostics)))
+    elif isinstance(message, Imported):
+        attempt.imported = message
     elif isinstance(message, JobResult):
         attempt.result = message.result
     return False

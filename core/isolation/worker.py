@@ -18,7 +18,7 @@ import sys
 import time
 from typing import IO
 
-from exportlens.core.isolation.messages import Exit, ExportRequest, FrameDecoder, ToWorker, write_frame
+from exportlens.core.isolation.messages import Exit, ExportRequest, FrameDecoder, Preloading, ToWorker, write_frame
 from exportlens.core.model.results import Diagnostic, FileResult
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,12 @@ class WorkerState(enum.Enum):
 class WorkerProcess:
     """One worker process and the request it holds."""
 
-    def __init__(self, log_file: IO[bytes] | int) -> None:
-        """Start the process; WorkerError when it cannot even be started."""
+    def __init__(self, log_file: IO[bytes] | int, record: str | None = None) -> None:
+        """Start the process (``record``: its preload record); WorkerError when it
+        cannot even be started."""
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote"],
+                [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote", *(["--preload-record", record] if record else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log_file,
@@ -66,6 +67,8 @@ class WorkerProcess:
         self.state = WorkerState.STARTING
         self.request: ExportRequest | None = None
         self.job_pid: int | None = None  # the job process running ``request``
+        self.preloading: Preloading | None = None  # the library module it said it imports now
+        self.retiring: str | None = None  # why it said it exits (to be replaced, not a failure)
         self.last_heard = time.monotonic()
         self.started = self.last_heard
 

@@ -10,7 +10,8 @@ interpreter's time (``bench/bench_startmethod.py`` measures it).
 This module is the worker's protocol with the pool and its main loop. The rest of
 the worker is by subject: forking job processes and the warm standby
 (``forking``), watching one job to its end (``supervise``), one request across as
-many jobs as it takes (``attempts``), and the words of a failure (``failure``).
+many jobs as it takes (``attempts``), the words of a failure (``failure``), and the
+libraries it imports while idle, so that jobs start with them (``preload``).
 
 Fork hazard: once a process has run an intra-op parallel (OpenMP) op, a forked
 child that runs one deadlocks. The zygote therefore only ever touches tiny tensors
@@ -25,9 +26,11 @@ from __future__ import annotations
 import collections
 import gc
 import os
+import select
 import selectors
 import signal
 import sys
+import time
 from types import FrameType
 
 from exportlens.core.isolation.attempts import run_request
@@ -44,11 +47,13 @@ from exportlens.core.isolation.messages import (
     FromWorker,
     JobStarted,
     MessageError,
+    Retiring,
     ToWorker,
     WorkerReady,
     write_frame,
 )
 from exportlens.core.isolation.pipes import Tail, drain
+from exportlens.core.isolation.preload import IDLE_S, Preloader
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.supervise import Attempt, supervise
@@ -59,7 +64,7 @@ REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is
 
 
 class Zygote:
-    def __init__(self, fin: int, fout: int, num_threads: int = 1, wake_r: int = -1, wake_w: int = -1) -> None:
+    def __init__(self, fin: int, fout: int, num_threads: int = 1, wake_r: int = -1, wake_w: int = -1, record: str | None = None) -> None:
         self.fin = fin
         self.fout = fout
         self.inbox = FrameDecoder()
@@ -70,6 +75,8 @@ class Zygote:
         self.wake_r = wake_r  # readable when a signal came (``signal.set_wakeup_fd(wake_w)``)
         self.forks = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
         self.ending: tuple[int, Job, Tail] | None = None  # (request id, job, output) killed, to reap once its result is sent
+        self.preloader = Preloader(record, self.send)
+        self.idle_since = time.monotonic()  # when the last request ended
 
     @property
     def stop_requested(self) -> bool:
@@ -131,9 +138,11 @@ class Zygote:
         while not self.exiting:
             if not self.queue:
                 self.finish_ending()  # first: the standby must not inherit the job's pipes
+                if self.idle_work():
+                    continue
                 self.forks.spawn_standby()
                 # Reap what was killed once it is gone, unless a request comes first.
-                self.wait_for_input(REAP_POLL_S if self.forks.dying else None)
+                self.wait_for_input(self.idle_timeout())
                 self.forks.reap_dead()
                 continue
             self.finish_ending()
@@ -147,6 +156,50 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
+            self.idle_since = time.monotonic()
+
+    def idle_work(self) -> bool:
+        """While no request waits: retire when a library held changed on disk, else
+        import what jobs imported (``preload``) once idle for ``IDLE_S``. Whether it
+        did something (the loop then looks at its input again)."""
+        why = self.preloader.stale()
+        if why is not None:
+            self.retire(why)
+            return True
+        if not self.preloader.wanted or time.monotonic() - self.idle_since < IDLE_S or self.input_waiting():
+            return False
+        self.forks.drop_standby()  # it would lack what is imported now, and copy-on-write slows the imports
+        why = self.preloader.step(self.input_waiting)
+        if why is not None:
+            self.retire(why)
+        else:
+            self.wait_for_input(0)  # a request that interrupted the imports
+        return True
+
+    def idle_timeout(self) -> float | None:
+        """How long an idle worker may wait for input before it has something to do."""
+        waits = [self.preloader.next_check_s()]
+        if self.forks.dying:
+            waits.append(REAP_POLL_S)
+        if self.preloader.wanted:
+            waits.append(max(0.0, IDLE_S - (time.monotonic() - self.idle_since)))
+        return min(waits)
+
+    def input_waiting(self) -> bool:
+        """Whether the pool wrote something not read yet (or the worker is to exit)."""
+        if self.exiting:
+            return True
+        try:
+            return bool(select.select([self.fin], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def retire(self, why: str) -> None:
+        """Exit now, for the pool to start a fresh worker: what this one holds is stale
+        or made it unfit to fork. A request it was given and did not start goes to that one."""
+        print(f"exportlens worker: retiring: {why}", file=sys.stderr)
+        self.send(Retiring(why))
+        self.exiting = True
 
     def wait_for_input(self, timeout: float | None = None) -> None:
         """Block until the pool writes, then read; or until a signal (SIGTERM) came,
@@ -178,6 +231,8 @@ class Zygote:
         try:
             supervise(self, job, request, attempt, tail)
             mark(f"zygote: request {request.id} job result read")
+            if attempt.imported is not None:
+                self.preloader.learn(attempt.imported)
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
             if later:
@@ -223,6 +278,7 @@ def main() -> None:
     # Keep the protocol on private fds: whatever the model (or torch) prints goes to
     # fd 2, the worker's log, never into the frame stream.
     mark("zygote: started")
+    started_ns = time.time_ns()  # a library file changed since may be held in either version
     fin, fout = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -251,11 +307,19 @@ def main() -> None:
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
-    zygote = Zygote(fin, fout, num_threads, wake_r, wake_w)
+    zygote = Zygote(fin, fout, num_threads, wake_r, wake_w, record=_record_path(sys.argv[1:]))
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, zygote.terminate)
+    zygote.preloader.start(started_ns)
     zygote.send(WorkerReady(os.getpid(), version))
     zygote.serve()
+
+
+def _record_path(argv: list[str]) -> str | None:
+    """``--preload-record PATH``: where the pool keeps what to preload (``preload_record``)."""
+    if len(argv) == 2 and argv[0] == "--preload-record" and argv[1]:
+        return argv[1]
+    return None
 
 
 if __name__ == "__main__":

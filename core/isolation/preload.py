@@ -1,0 +1,341 @@
+"""Libraries preloaded into the warm worker: the one place that decides what may be
+preloaded, and records why a library was not. The zygote calls it while idle.
+
+Why: each export runs in a fresh fork of the worker, which holds torch. A model built
+with a library (transformers above all) imported that library again in every job:
+~0.6-1.3 s of each save, while the export itself took less. Imported once into the
+worker, the library is in every fork for free, as torch is.
+
+What: the library modules the jobs imported (each job reports them: ``Imported``,
+``exportlens.core.export.libraries``), and those of the record of earlier workers
+(``preload_record``): a restarted server warms the same set. Never a file of a
+project: a job reports only installed libraries' modules, and the worker -- whose
+``sys.path`` holds no project folder -- imports one only when it resolves to the very
+file the job imported (a job's ``attr.py`` is the project's, and stays so).
+
+When: only while idle, ``IDLE_S`` after the last request, one module at a time: a
+request that comes meanwhile waits for the module being imported at most, and the
+rest waits until it is done. The standby is dropped first (it would lack them). The
+worker's memory before and after is reported (``Preloaded``).
+
+Refused, and why (kept in the record, so no worker tries that version again): a
+library whose import
+
+- starts a thread (an OpenMP or BLAS pool too): a fork copies only the thread that
+  forks, and a lock another thread held stays locked in every job;
+- installs a signal handler, changes ``sys.path`` or the working directory, sets a
+  trace or profile function, or changes torch's global settings (default dtype or
+  device, grad or inference mode, thread count, deterministic algorithms): every job
+  would inherit it, including those of models that never import the library;
+- crashes or hangs the worker: the pool sees it die, or go silent, after
+  ``Preloading`` named the module, records the refusal and starts another worker; the
+  request it held goes to that one (``exportlens.core.isolation.pool``).
+
+A worker made unsafe by an import cannot undo it: it retires, and the pool replaces
+it. A module whose import raises is left to the jobs, which import it themselves.
+
+Upgrades: the worker keeps the state of every library file it holds; while idle it
+looks again every ``STALE_CHECK_S`` and retires when one changed (``pip install -U``),
+so that the next job runs the new version (and the cache key, which has the state of
+the libraries a model imported, misses the results made with the old one).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import importlib.util
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from exportlens.core.cache.keys import library_state
+from exportlens.core.export import libraries
+from exportlens.core.isolation import preload_record
+from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
+from exportlens.core.isolation.trace import mark
+
+log = logging.getLogger("exportlens.preload")
+
+ENABLED = os.environ.get("EXPORTLENS_PRELOAD", "1") != "0"
+IDLE_S = 0.1  # idle this long after a request before importing: a save right after a result is not kept waiting
+STALE_CHECK_S = float(os.environ.get("EXPORTLENS_STALE_CHECK_S", "5"))
+MAX_PENDING = 20000
+_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """What an import may change that every later fork would inherit."""
+
+    threads: frozenset[str]
+    handlers: tuple[Any, ...]
+    path: tuple[str, ...]
+    cwd: str
+    tracing: tuple[Any, Any]
+    torch: tuple[Any, ...]
+
+
+def interpreter() -> Interpreter:
+    import torch
+
+    try:
+        threads = frozenset(os.listdir("/proc/self/task"))
+    except OSError:
+        threads = frozenset()
+    return Interpreter(
+        threads=threads,
+        handlers=tuple(signal.getsignal(s) for s in _SIGNALS),
+        path=tuple(sys.path),
+        cwd=os.getcwd(),
+        tracing=(sys.gettrace(), sys.getprofile()),
+        torch=(
+            torch.get_default_dtype(),
+            str(torch.get_default_device()),
+            torch.is_grad_enabled(),
+            torch.is_inference_mode_enabled(),
+            torch.get_num_threads(),
+            torch.are_deterministic_algorithms_enabled(),
+        ),
+    )
+
+
+def unsafe(before: Interpreter, after: Interpreter) -> str | None:
+    """Why the change from ``before`` to ``after`` makes the worker unfit to fork
+    jobs from; None when it does not."""
+    started = sorted(after.threads - before.threads)
+    if started:
+        python = {str(t.native_id): t.name for t in threading.enumerate()}
+        names = ", ".join(python.get(t) or _thread_name(t) for t in started)
+        return f"its import starts {len(started)} thread(s) ({names}): a fork copies only the forking thread, and a lock one of them held would stay locked in every job"
+    if after.handlers != before.handlers:
+        changed = [
+            signal.Signals(s).name for s, a, b in zip(_SIGNALS, before.handlers, after.handlers, strict=True) if a != b
+        ]
+        return f"its import installs a handler for {', '.join(changed)}, which every job would inherit"
+    if after.path != before.path:
+        return "its import changes sys.path, which every job would inherit"
+    if after.cwd != before.cwd:
+        return "its import changes the working directory, which every job would inherit"
+    if after.tracing != before.tracing:
+        return "its import sets a trace or profile function, which every job would inherit"
+    if after.torch != before.torch:
+        return "its import changes torch's global settings (default dtype or device, grad mode, threads, determinism), which every job would inherit"
+    return None
+
+
+def _thread_name(tid: str) -> str:
+    """The name the system knows a thread by (a Python thread's is its process's)."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip() or tid
+    except OSError:
+        return tid
+
+
+def rss_kb() -> int:
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class Preloader:
+    """One worker's preloading: what it still has to import, what it holds, what it
+    refused. ``path``: the record (None: nothing kept beyond this worker's life)."""
+
+    def __init__(self, path: str | None, send: Callable[[FromWorker], None]) -> None:
+        self.path = path
+        self.send = send
+        self.pending: dict[str, str] = {}  # module -> the real file the job imported ("": from the record)
+        self.refused: dict[str, str] = {}  # library -> why
+        self.modules: dict[str, list[str]] = {}  # library -> modules preloaded, in order
+        self.watched: dict[str, str] = {}  # real file of a library module held -> its state then
+        self.used: set[str] = set()  # preloaded libraries a model imported ...
+        self.noted: set[str] = set()  # ... and those of them the record says so of (today)
+        self.noted_day = preload_record.today()
+        self.rss_before_kb = 0
+        self.checked = time.monotonic()
+
+    def start(self, since_ns: int) -> None:
+        """After the warm-up (which began at ``since_ns``, wall clock): note what the
+        worker holds, and what the record says to preload (a refusal for another state
+        of its library is tried again)."""
+        self.rss_before_kb = rss_kb()
+        libraries.hold(since_ns)
+        for file, state in libraries.HELD.values():
+            self.watched.setdefault(file, state)
+        if not ENABLED or self.path is None:
+            return
+        record = preload_record.read(self.path)
+        for name, refusal in record.refused.items():
+            if not refusal.file or library_state(refusal.file) == refusal.state:
+                self.refused[name] = refusal.reason
+        for name, library in record.libraries.items():
+            if name not in self.refused:
+                for module in library.modules:
+                    if module not in sys.modules:
+                        self.pending.setdefault(module, "")
+
+    @property
+    def wanted(self) -> bool:
+        """Whether there is idle work: modules to import, or uses to note in the record."""
+        return bool(self.pending) or bool(self.used - self.noted)
+
+    def learn(self, imported: Imported) -> None:
+        """A job's report: its library modules become candidates; its use of preloaded
+        libraries is noted for the record. (Written while idle, not now: the result
+        is on its way.)"""
+        if not ENABLED:
+            return
+        if preload_record.today() != self.noted_day:  # a server up for days: note each day's use
+            self.noted_day, self.noted = preload_record.today(), set()
+        self.used.update(imported.used)
+        for name, file in zip(imported.modules, imported.files, strict=False):
+            if len(self.pending) >= MAX_PENDING:
+                break
+            if name.partition(".")[0] not in self.refused and name not in sys.modules:
+                self.pending.setdefault(name, file)
+
+    def step(self, interrupted: Callable[[], bool]) -> str | None:
+        """Import pending modules until done or ``interrupted()``; then tell the pool
+        what the worker holds. Returns why the worker must retire (an import left it
+        unfit to fork), else None."""
+        tops: dict[str, tuple[str, str]] = {}  # library -> its top-level file and state
+        started_ns = time.time_ns()
+        imported = 0
+        announced = False
+        gc.disable()  # an import makes many objects; collections meanwhile only cost time
+        try:
+            while self.pending and not interrupted():
+                name, expected = next(iter(self.pending.items()))
+                del self.pending[name]
+                top = name.partition(".")[0]
+                if top in self.refused or name in sys.modules:
+                    continue
+                if top not in tops:
+                    tops[top] = _top_file(top)
+                file, state = tops[top]
+                self.send(Preloading(name, top, file, state))
+                announced = True
+                mark(f"zygote: preloading {name}")
+                before_modules = set(sys.modules)
+                before = interpreter()
+                since_ns = time.time_ns()
+                ok = self._import(name, expected)
+                why = unsafe(before, interpreter())
+                if why is not None:
+                    self._refuse(top, why, file, state)
+                    return why
+                if ok:
+                    imported += 1
+                    self.modules.setdefault(top, []).append(name)
+                self._watch(libraries.new_library_modules(before_modules, None), since_ns)
+        finally:
+            gc.enable()
+            gc.freeze()  # shared with every job from now on: keep the collector off them
+        if imported:
+            libraries.hold(started_ns, self.watched)
+            libraries.PRELOADED = frozenset(self.modules)
+        if imported or self.used - self.noted:
+            self._save()
+        if announced:
+            self._tell()  # also tells the pool that the import it was told of is over
+        return None
+
+    def _import(self, name: str, expected: str) -> bool:
+        """Import ``name`` if it is the library module the job imported; whether it was."""
+        try:
+            spec = importlib.util.find_spec(name)
+            origin = os.path.realpath(spec.origin) if spec is not None and spec.origin and spec.has_location else None
+            if origin is None or not libraries.is_library_file(origin, None) or (expected and origin != expected):
+                log.debug("not preloading %s: it is not the installed module a job imported", name)
+                return False
+            importlib.import_module(name)
+            return True
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - an import that fails costs only its jobs the import
+            log.info("not preloading %s: its import raised %s: %s", name, type(e).__name__, e)
+            return False
+
+    def _refuse(self, library: str, reason: str, file: str, state: str) -> None:
+        self.refused[library] = reason
+        if self.path is not None:
+            preload_record.refuse(self.path, library, reason, file, state)
+        self._tell()
+
+    def _tell(self) -> None:
+        held = sum(len(m) for m in self.modules.values())
+        refused = tuple(f"{name}: {why}" for name, why in sorted(self.refused.items()))
+        self.send(Preloaded(held, tuple(sorted(self.modules)), refused, self.rss_before_kb, rss_kb()))
+        mark(f"zygote: preloaded {held} modules")
+
+    def _save(self) -> None:
+        """Add what this worker preloaded, and the libraries models used, to the record."""
+        used, self.noted = set(self.used), set(self.used)
+        if self.path is None:
+            return
+        day = preload_record.today()
+        modules = {top: list(names) for top, names in self.modules.items()}
+
+        def change(record: preload_record.Record) -> None:
+            for top, names in modules.items():
+                library = record.libraries.setdefault(top, preload_record.Library(used=day))
+                known = set(library.modules)
+                library.modules += [n for n in names if n not in known]
+            for top in used:
+                if top in record.libraries:
+                    record.libraries[top].used = day
+
+        preload_record.update(self.path, change)
+
+    # -- upgrades --------------------------------------------------------------------
+
+    def _watch(self, modules: list[tuple[str, str]], since_ns: int) -> None:
+        """Note the state of the files of ``modules``, imported from ``since_ns`` on."""
+        for _, file in modules:
+            if file not in self.watched:
+                state = libraries.imported_state(file, since_ns)
+                if state is not None:
+                    self.watched[file] = state
+
+    def stale(self) -> str | None:
+        """Why what the worker holds is out of date (a library file changed since it
+        was imported), at most every ``STALE_CHECK_S``; None when it is not."""
+        now = time.monotonic()
+        if now - self.checked < STALE_CHECK_S:
+            return None
+        self.checked = now
+        for file, state in self.watched.items():
+            if library_state(file) != state:
+                return f"{file} changed on disk since the worker imported it"
+        return None
+
+    def next_check_s(self) -> float:
+        """Seconds until the next look at the files held."""
+        return max(0.0, STALE_CHECK_S - (time.monotonic() - self.checked))
+
+
+def _top_file(top: str) -> tuple[str, str]:
+    """A library's top-level file and its state ("" when unknown): what a refusal keeps."""
+    module = sys.modules.get(top)
+    real = libraries.module_file(module, top) if module is not None else None
+    if real is None:
+        try:
+            spec = importlib.util.find_spec(top)  # a top-level name: runs no code
+        except (ImportError, ValueError):
+            spec = None
+        real = os.path.realpath(spec.origin) if spec is not None and spec.origin and spec.has_location else None
+    if real is None:
+        return "", ""
+    return real, library_state(real) or ""
