@@ -173,6 +173,16 @@ class Pipeline:
         """The cache folder for the file ``path`` (whether or not the cache is on)."""
         return cache_dir_for(settings_for(path), self.overrides)
 
+    def preload_dir(self, path: str) -> str | None:
+        """Where the workers keep what they preload (``preload_record``) for the file
+        ``path``: its cache folder; None with the cache off (then nothing outlives the pool)."""
+        if not self.overrides.cache:
+            return None
+        try:
+            return str(self.cache_dir(path))
+        except Exception:  # noqa: BLE001 - no home folder...: the pool keeps it for its life
+            return None
+
     def cache_for(self, path: str) -> ResultCache | None:
         """The cache for the file ``path``; None when it is off or unavailable."""
         if not self.overrides.cache:
@@ -267,7 +277,8 @@ class Pipeline:
 
             workers = max(1, min(jobs or os.cpu_count() or 1, len(misses)))
             on_event = _begins(listener, {r.id: p for p, r in misses.items()})
-            with contextlib.nullcontext(pool) if pool is not None else WorkerPool(jobs=workers, on_event=on_event) as running:
+            preload_dir = self.preload_dir(next(iter(misses)))
+            with contextlib.nullcontext(pool) if pool is not None else WorkerPool(jobs=workers, on_event=on_event, preload_dir=preload_dir) as running:
                 if pool is not None:
                     pool.listen(on_event)
                 for result in running.run(misses.values()):

@@ -171,7 +171,9 @@ def watch(session: Session, jobs: int | None) -> int:
     pool = None
     try:
         thread.start()
-        pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(survey(session.paths).files) or 1)))
+        files = survey(session.paths).files
+        preload_dir = session.pipeline.preload_dir(files[0]) if files else None
+        pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(files) or 1)), preload_dir=preload_dir)
         session.rewatch = lambda: _rewatch(loop, watcher, session)
         session.requeue = changes.put
         session.round(pool, None)

@@ -173,6 +173,13 @@ class ExportLensServer(LanguageServer):
                 progress.report(f"{what}{count}", percent)
         elif event.kind == "restart":
             self.log_message(f"exportlens: a worker process failed ({event.detail}); starting a new one", types.MessageType.Warning)
+        elif event.kind == "retired":
+            self.log_message(f"exportlens: a worker process retired ({event.detail}); starting a new one")
+            # A library changed on disk: the open results made with it miss the cache now
+            # (its state is in their key) and are exported again; the others are hits.
+            self.reexport_open(lambda s: s.declares and s.result is not None and bool(s.result.libraries))
+        elif event.kind == "preloaded":
+            self.log_message(f"exportlens: worker preloaded libraries ({event.detail})", types.MessageType.Log)
         elif event.kind == "gave-up":
             self.show_once(f"exportlens: worker processes fail to start ({event.detail}); is torch installed in {sys.executable}?", types.MessageType.Error)
         elif event.kind == "ready":

@@ -118,7 +118,7 @@ async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | N
     progress = JobProgress(server, "exportlens", f"exporting {name}")
     server.progress_for[request.id] = progress
     try:
-        result = await server.bridge.export(request)
+        result = await server.bridge.export(request, server.pipeline.preload_dir(request.path))
     except asyncio.CancelledError:
         progress.end("cancelled: the file changed")
         raise

@@ -73,9 +73,10 @@ class ExportBridge:
         """Requests submitted and not answered yet."""
         return len(self._futures)
 
-    async def export(self, request: ExportRequest) -> FileResult:
-        """Run ``request`` on a warm worker. Cancel the awaiting task to kill the job."""
-        pool = self._ensure_started()
+    async def export(self, request: ExportRequest, preload_dir: str | None = None) -> FileResult:
+        """Run ``request`` on a warm worker. Cancel the awaiting task to kill the job.
+        ``preload_dir``: where workers started now keep what they preload."""
+        pool = self._ensure_started(preload_dir)
         assert self._loop is not None
         future: asyncio.Future[FileResult] = self._loop.create_future()
         self._futures[request.id] = future
@@ -90,11 +91,12 @@ class ExportBridge:
             self._futures.pop(request.id, None)
             self._busy_changed()
 
-    def warm(self) -> None:
+    def warm(self, preload_dir: str | None = None) -> None:
         """Start the workers now, before any request, so the first export finds torch
-        imported. Nothing once the bridge was closed (the server is shutting down)."""
+        imported (and, from ``preload_dir``, the libraries earlier workers preloaded).
+        Nothing once the bridge was closed (the server is shutting down)."""
         if self.state is not WorkerState.EXITED:
-            self._ensure_started()
+            self._ensure_started(preload_dir)
 
     async def close(self) -> None:
         """Stop the pool and its thread; requests still waiting fail with BridgeClosed."""
@@ -126,7 +128,7 @@ class ExportBridge:
 
     # ---- internals
 
-    def _ensure_started(self) -> WorkerPool:
+    def _ensure_started(self, preload_dir: str | None) -> WorkerPool:
         if self._pool is not None:
             return self._pool
         self._loop = asyncio.get_running_loop()
@@ -134,7 +136,7 @@ class ExportBridge:
         self._set_state(WorkerState.STARTING)
         self.starts += 1
         mark("server: starting the workers")
-        pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread)
+        pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread, preload_dir=preload_dir)
         self._pool = pool
         self._thread = threading.Thread(target=self._serve, args=(pool, self._stop), name="exportlens-pool", daemon=True)
         self._thread.start()
@@ -169,7 +171,7 @@ class ExportBridge:
     def _handle_event(self, event: PoolEvent) -> None:
         if event.kind == "ready":
             self._set_state(WorkerState.BUSY if self._futures else WorkerState.READY)
-        elif event.kind == "restart":
+        elif event.kind in ("restart", "retired"):
             self._set_state(WorkerState.STARTING)
         elif event.kind == "gave-up":
             self._set_state(WorkerState.ERRORED)
