@@ -22,7 +22,15 @@ import msgpack
 import pytest
 
 from exportlens.core.cache import keys as cachekey
-from exportlens.core.cache.files import HEADER, KIND_ENTRY, KIND_MANIFEST, KIND_TOKENS, MAGIC, encode_file, preload_record_name
+from exportlens.core.cache.files import (
+    HEADER,
+    KIND_ENTRY,
+    KIND_MANIFEST,
+    KIND_TOKENS,
+    MAGIC,
+    encode_file,
+    preload_record_name,
+)
 from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
 from exportlens.core.cache.store import ResultCache, default_cache_dir
