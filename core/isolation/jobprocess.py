@@ -30,6 +30,7 @@ from exportlens.core.isolation.messages import (
     read_frame,
     write_frame,
 )
+from exportlens.core.isolation.preload import user_blas_threads
 from exportlens.core.isolation.trace import mark
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
@@ -59,6 +60,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
         import torch
 
         torch.set_num_threads(num_threads)
+        user_blas_threads()
 
         from exportlens.core.export.job import run_job
 

@@ -22,7 +22,10 @@ Refused, and why (kept in the record, so no worker tries that version again): a
 library whose import
 
 - starts a thread (an OpenMP or BLAS pool too): a fork copies only the thread that
-  forks, and a lock another thread held stays locked in every job;
+  forks, and a lock another thread held stays locked in every job (the worker asks
+  OpenBLAS for one thread from its start, unless ``OPENBLAS_NUM_THREADS`` is set:
+  scipy's pool was refused otherwise, and transformers with it where torchao is
+  installed);
 - installs a signal handler, changes ``sys.path`` or the working directory, sets a
   trace or profile function, or changes torch's global settings (default dtype or
   device, grad or inference mode, thread count, deterministic algorithms): every job
@@ -127,6 +130,30 @@ def unsafe(before: Interpreter, after: Interpreter) -> str | None:
     if after.torch != before.torch:
         return "its import changes torch's global settings (default dtype or device, grad mode, threads, determinism), which every job would inherit"
     return None
+
+
+# Whether the worker asked OpenBLAS for one thread (``one_blas_thread``); a job
+# forked from it gives the user's environment back (``user_blas_threads``).
+PINNED_BLAS = False
+
+
+def one_blas_thread() -> None:
+    """At the worker's start, before torch (and numpy with it) loads: OpenBLAS --
+    numpy's, and scipy's, which transformers imports where torchao is installed --
+    starts its thread pool when it loads, reading ``OPENBLAS_NUM_THREADS`` once. Unless
+    the user chose a number, one thread: the worker stays single-threaded, and a
+    library that loads an OpenBLAS is not refused for its pool. Jobs inherit loaded
+    OpenBLAS libraries with one thread (torch's own threads are the job's to set)."""
+    global PINNED_BLAS
+    if "OPENBLAS_NUM_THREADS" not in os.environ:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        PINNED_BLAS = True
+
+
+def user_blas_threads() -> None:
+    """In a job: the user's environment again, for the processes the model starts."""
+    if PINNED_BLAS:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 def _thread_name(tid: str) -> str:

@@ -53,7 +53,7 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.pipes import Tail, drain
-from exportlens.core.isolation.preload import IDLE_S, Preloader
+from exportlens.core.isolation.preload import IDLE_S, Preloader, one_blas_thread
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.supervise import Attempt, supervise
@@ -291,6 +291,7 @@ def main() -> None:
     # collector off until the heap is frozen, the worker is ready ~0.5-0.9 s sooner
     # (2.8-3.3 s -> 2.3 s on a loaded 2-core machine).
     gc.disable()
+    one_blas_thread()  # before numpy's OpenBLAS loads with torch
     import torch
 
     mark("zygote: torch imported")

@@ -359,3 +359,33 @@ def test_transformers_preloaded_binds_the_patched_safe_open(cache: Path, tmp_pat
         second = export(pool, model, 2)
         assert width_of(second) == 8  # preloaded, and patched
         assert [(s.kind, s.target) for s in second.targets[0].signature.inputs] == [(s.kind, s.target) for s in first.targets[0].signature.inputs]  # type: ignore[union-attr]
+
+
+# The job's environment, as the model sees it: 7 wide when OPENBLAS_NUM_THREADS is set
+# (its value + 5 when it is a number), 3 when it is not.
+SEES_BLAS_ENV = """
+import os
+import torch
+
+value = os.environ.get("OPENBLAS_NUM_THREADS")
+model = torch.nn.Identity()
+example_args = (torch.zeros(1, 3 if value is None else int(value) + 5),)
+"""
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_the_worker_asks_openblas_for_one_thread_and_the_model_sees_the_users_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str | None) -> None:
+    """The worker sets OPENBLAS_NUM_THREADS=1 unless the user did (scipy's OpenBLAS
+    pool had transformers refused where torchao is installed:
+    ``test_transformers_preloaded_binds_the_patched_safe_open`` failed there); the
+    model, and what it starts, see the user's environment: nothing set, or the user's 2."""
+    if user is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", user)
+    model = tmp_path / "p" / "model.py"
+    model.parent.mkdir()
+    model.write_text(SEES_BLAS_ENV)
+    with WorkerPool(1) as pool:
+        pool.wait_ready()
+        assert width_of(export(pool, model, 1)) == (3 if user is None else 7)
