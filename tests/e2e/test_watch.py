@@ -89,6 +89,15 @@ def alive(pid: int) -> bool:
         return False
 
 
+def save(path: Path, text: str) -> None:
+    """An editor's atomic save: one rename event. (``write_text`` truncates, then
+    writes: under load its events can straddle the watcher's coalescing window, and
+    the second round they make -- rightly "unchanged" -- is not the one asserted.)"""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
 def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "helper.py").write_text(CLEAN)
@@ -105,18 +114,18 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
         first = lines.until("watching for changes")
         assert first[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): no diagnostics"), first
 
-        (tmp_path / "helper.py").write_text(MUTATING)  # the module the model imports, not the model
+        save(tmp_path / "helper.py", MUTATING)  # the module the model imports, not the model
         second = lines.until("watching for changes")
         assert any(line.endswith("helper.py changed: checked 1 file") for line in second), second
         assert any(line.startswith("model.py:7:9: mutation/user-input") for line in second), second
         assert second[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): 1 warning"), second
 
-        (tmp_path / "helper.py").write_text(CLEAN)  # fixed again: said once, nothing else reprinted
+        save(tmp_path / "helper.py", CLEAN)  # fixed again: said once, nothing else reprinted
         third = lines.until("watching for changes")
         assert "model.py: no diagnostics now" in third and not any("mutation/" in line for line in third), third
 
         (tmp_path / "notes.txt").write_text("not python")  # nothing a model depends on: nothing printed
-        (tmp_path / "model.py").write_text(MODEL + "\n# a comment\n")
+        save(tmp_path / "model.py", MODEL + "\n# a comment\n")
         fourth = lines.until("watching for changes")
         assert any(line.endswith("model.py changed: checked 1 file") for line in fourth), fourth
         assert fourth[-1].startswith("the report is unchanged. Checked 1 file"), fourth
