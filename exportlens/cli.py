@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("version", help="the versions of exportlens, torch, Python and the formats (without importing torch)")
 
-    show = sub.add_parser("show", help="print the signature of every target in FILE")
-    show.add_argument("file", metavar="FILE")
+    show = sub.add_parser("show", help="print the signature of every target in PATH (a file, or the model files under a folder)")
+    show.add_argument("file", metavar="PATH")
     show.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS")
     show.add_argument("--weights", choices=WEIGHTS_CHOICES, default=None, help="as for check")
     _cache_options(show)
@@ -236,11 +236,13 @@ def run(argv: list[str]) -> int:
             return _watch(paths, Pipeline(overrides), args.jobs, signatures=not args.no_signatures, view=view)
         return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args))
     if args.command == "show":
-        if not os.path.isfile(args.file):
-            print(f"exportlens show: {args.file}: no such file", file=sys.stderr)
+        if not os.path.exists(args.file):
+            print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
             return 2
         overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
-        return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=1, signatures=True)
+        # A folder: the model files under it, found as ``check`` finds them.
+        jobs = 1 if os.path.isfile(args.file) else None
+        return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)
     if args.command == "cache":
         return _cache_command(args.action, args.cache_dir)
     from exportlens.server.app import main
@@ -318,6 +320,18 @@ def _cache_command(action: str, cli_dir: str | None) -> int:
     return 0
 
 
+def _no_models(paths: list[str]) -> str:
+    """What a run that found no model file says: how model files are found, so a user
+    whose models declare nothing (yet) learns what to write, instead of a clean bill."""
+    where = ", ".join(display_path(os.path.abspath(p)) or "." for p in paths)
+    return (
+        f"no model file found in {where}: a .py file is checked when it declares a target "
+        "(module globals `model` and `example_args`, `@exportlens.target`) or when "
+        '`[tool.exportlens] targets = ["path/file.py:function"]` in pyproject.toml names it '
+        "(see docs/contract.md, Declaring targets)"
+    )
+
+
 def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, saves: dict[str, str] | None = None) -> int:
     view = view or View()
     found = survey(paths)
@@ -325,6 +339,8 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         print(f"exportlens: {p}: {why}", file=sys.stderr)
     if found.refused:
         return 2
+    if not found.files and not found.declarations:
+        print(f"exportlens: {_no_models(paths)}", file=sys.stderr)
     started = time.perf_counter()
     from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
 

@@ -73,8 +73,8 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
     }
     if d.path:
         out["file"] = display_path(d.path)  # a local module, not the result's own file
-    if d.related:
-        out["related"] = [{"path": r.path, "line": r.line, "column": r.column, "message": r.message} for r in d.related]
+    if d.related:  # paths written as ``path`` is
+        out["related"] = [{"path": display_path(r.path), "line": r.line, "column": r.column, "message": r.message} for r in d.related]
     return out
 
 
@@ -170,11 +170,13 @@ def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, 
 
 
 def diagnostic_line(path: str, d: Diagnostic, style: Style | None = None) -> str:
-    """One line: ``path:line:col: code message [target]`` (the concise format)."""
+    """One line: ``path:line:col: severity[code]: message [target]`` (the concise
+    format). The severity is spelt out, as compilers do (``error[E0308]:``): colour
+    alone says nothing in a CI log, a pipe or to a screen reader."""
     style = style or Style(False)
     head = d.message.partition("\n")[0]
     target = f" [{d.target}]" if d.target else ""
-    return f"{style(f'{path}:{d.line}:{d.column}:', 'bold')} {style.severity(d.code, d.severity)} {head}{target}"
+    return f"{style(f'{path}:{d.line}:{d.column}:', 'bold')} {style.severity(f'{d.severity}[{d.code}]:', d.severity)} {head}{target}"
 
 
 def diagnostic_full(path: str, d: Diagnostic, sources: Sources, style: Style | None = None, source_path: str | None = None) -> str:
@@ -263,7 +265,8 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
         for r in results:
             path = display_path(r.path, cwd)
             for t in r.targets:
-                out.append("")
+                if out:  # a blank line between sections, none before the first
+                    out.append("")
                 out.append(target_header(path, t))
                 if t.signature is not None:
                     out.extend(signature_table(t.signature))

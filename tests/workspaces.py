@@ -122,3 +122,78 @@ def split_workspace(folder: Path) -> Path:
     (folder / "pkg" / "layers.py").write_text(SPLIT_LAYERS)
     (folder / "model.py").write_text(SPLIT_MODEL)
     return folder / "model.py"
+
+
+# The package-layout project a new user writes (issue 22): the block in
+# `mymodels/blocks.py`, the model in `mymodels/net.py`, its target in pyproject.toml.
+# The block's data-dependent branch is at blocks.py:20, a line net.py also has.
+MYMODELS_PYPROJECT = textwrap.dedent(
+    """\
+    [project]
+    name = "mymodels"
+    version = "0.0.0"
+
+    [tool.exportlens]
+    targets = ["mymodels/net.py:make_net"]
+    """
+)
+MYMODELS_BLOCKS = textwrap.dedent(
+    '''\
+    """Blocks."""
+
+    import torch
+    from torch import nn
+
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.fc(x)
+            # Padding, so that the branch's line (20) is a line net.py has too:
+            # a diagnostic shown in the wrong file would land on an unrelated line.
+            #
+            #
+            #
+            #
+            if x.sum() > 0:
+                return y
+            return -y
+    '''
+)
+MYMODELS_NET = textwrap.dedent(
+    '''\
+    """The model."""
+
+    import torch
+    from torch import nn
+
+    from mymodels.blocks import Block
+
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x)
+
+
+    def make_net():
+        return Net(), (torch.randn(2, 8),)
+    '''
+)
+
+
+def mymodels_workspace(folder: Path, *, blocks: str = MYMODELS_BLOCKS, net: str = MYMODELS_NET, pyproject: str = MYMODELS_PYPROJECT) -> Path:
+    """The package-layout project in ``folder``; returns ``mymodels/net.py``."""
+    (folder / "pyproject.toml").write_text(pyproject)
+    package = folder / "mymodels"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "blocks.py").write_text(blocks)
+    (package / "net.py").write_text(net)
+    return package / "net.py"

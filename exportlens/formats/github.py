@@ -27,6 +27,10 @@ def escape_property(text: str) -> str:
 
 
 def annotation(path: str, d: Diagnostic, columns: Columns, cwd: str | None = None) -> str:
+    """The command for ``d`` of the result for ``path``: annotated in the file its line
+    is in (a local module, ``d.path``, when the code is there), so GitHub puts it on
+    that file's line, not on the same number of the declaring file."""
+    path = d.path or path
     start = columns.char_column(path, d.line, d.column)
     props = {"file": display_path(path, cwd), "line": str(d.line), "col": str(start)}
     if d.end_line is not None and d.end_column is not None and (d.end_line, d.end_column) > (d.line, d.column):

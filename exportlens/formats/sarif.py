@@ -78,6 +78,7 @@ def _region(path: str, line: int, column: int, end_line: int | None, end_column:
 
 
 def _result(path: str, d: Diagnostic, rule_index: dict[str, int], columns: Columns, cwd: str) -> dict[str, Any]:
+    path = d.path or path  # the file the line is in: a local module, when the code is there
     out: dict[str, Any] = {
         "ruleId": d.code,
         "level": LEVEL.get(d.severity, "error"),

@@ -132,8 +132,8 @@ def test_text_report_reads_like_a_linter() -> None:
     proc = run_cli("check", "examples/counter.py", "examples/data_dependent.py")
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert "examples/counter.py:14:9: mutation/buffer the program mutates buffer `steps`: it becomes a `BUFFER_MUTATION` output `add`, copied back after each call [Counter]" in lines
-    assert any(line.startswith("examples/data_dependent.py:10:9: data-dependent `if x.sum() > 0:`") for line in lines)
+    assert "examples/counter.py:14:9: information[mutation/buffer]: the program mutates buffer `steps`: it becomes a `BUFFER_MUTATION` output `add`, copied back after each call [Counter]" in lines
+    assert any(line.startswith("examples/data_dependent.py:10:9: error[data-dependent]: `if x.sum() > 0:`") for line in lines)
     assert "Counter (examples/counter.py:7): ok" in proc.stdout
     assert any("BUFFER_MUTATION" in line and "steps" in line and ":14" in line for line in lines)
     assert lines[-1].startswith("Checked 2 files, 2 targets (1 exported, 1 failed): 2 errors, 1 information")

@@ -79,7 +79,7 @@ def test_wider_output_fails_at_the_return_line(project: Path) -> None:
     assert ("models/mlp.py", line_of(text, "self.fc2 = "), "error", "parameter `fc2.weight`: float32[4, 16] -> float32[6, 16]") in found
     proc = run_cli("check", "--no-signatures", cwd=project)
     assert proc.returncode == 1
-    assert f"models/mlp.py:{line_of(text, 'return self.fc2(h)')}:9: signature-changed output 0: float32[batch, 4] -> float32[batch, 6] [TinyMLP]" in proc.stdout
+    assert f"models/mlp.py:{line_of(text, 'return self.fc2(h)')}:9: error[signature-changed]: output 0: float32[batch, 4] -> float32[batch, 6] [TinyMLP]" in proc.stdout
 
 
 def test_widened_range_is_information_and_passes(project: Path) -> None:

@@ -106,5 +106,5 @@ def test_a_commit_that_changes_only_a_helper_fails_at_the_models_return(hooks_re
     results = [line for line in proc.stdout.splitlines() if line.startswith("exportlens check")]
     assert len(results) == 2 and all(line.endswith("Failed") for line in results), proc.stdout
     line = MODEL.splitlines().index("        return self.fc(x)") + 1
-    expected = f"head.py:{line}:9: signature-changed output 0: float32[2, 4] -> float32[2, 6] [Head]"
+    expected = f"head.py:{line}:9: error[signature-changed]: output 0: float32[2, 4] -> float32[2, 6] [Head]"
     assert proc.stdout.count(expected) == 2, proc.stdout  # once per hook

@@ -123,7 +123,7 @@ def test_colour_follows_no_color_and_force_color(project: Path) -> None:
     forced = run_cli(*args, cwd=project, env={"NO_COLOR": None, "FORCE_COLOR": "1"})
     vetoed = run_cli(*args, cwd=project, env={"NO_COLOR": "1", "FORCE_COLOR": "1"})
     assert "mutation/buffer" in plain.stdout and "\x1b[" not in plain.stdout
-    assert "\x1b[1;34mmutation/buffer\x1b[0m" in forced.stdout  # information in blue, as the editor shows it
+    assert "\x1b[1;34minformation[mutation/buffer]:\x1b[0m" in forced.stdout  # information in blue, as the editor shows it
     assert vetoed.stdout == plain.stdout
 
 
@@ -136,7 +136,7 @@ def test_full_output_underlines_the_span_and_concise_keeps_one_line(tmp_path: Pa
     )
     full = run_cli("check", "--no-signatures", "wide.py", cwd=tmp_path)
     lines = full.stdout.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("wide.py:10:9: mutation/buffer"))
+    head = next(i for i, line in enumerate(lines) if line.startswith("wide.py:10:9: information[mutation/buffer]:"))
     assert lines[head + 1 : head + 5] == [
         "   |",
         "10 |         self.步数.add_(1)",

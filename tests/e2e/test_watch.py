@@ -117,7 +117,7 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
         save(tmp_path / "helper.py", MUTATING)  # the module the model imports, not the model
         second = lines.until("watching for changes")
         assert any(line.endswith("helper.py changed: checked 1 file") for line in second), second
-        assert any(line.startswith("model.py:7:9: mutation/user-input") for line in second), second
+        assert any(line.startswith("model.py:7:9: warning[mutation/user-input]:") for line in second), second
         assert second[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): 1 warning"), second
 
         save(tmp_path / "helper.py", CLEAN)  # fixed again: said once, nothing else reprinted
