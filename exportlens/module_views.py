@@ -10,7 +10,7 @@ Torch-free, like the rest of the CLI.
 
 from __future__ import annotations
 
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.pipeline import Batch, Pipeline, RunListener
 from exportlens.core.project.files import declares_targets, root_of, survey
@@ -22,6 +22,11 @@ def _declares(path: str) -> bool:
             return declares_targets(path, f.read())
     except OSError:
         return True  # unreadable: checked as a file, which says so
+
+
+def _same(d: Diagnostic) -> tuple[object, ...]:
+    """What makes two diagnostics the same finding, whichever run found it."""
+    return (d.code, d.line, d.column, d.end_line, d.end_column, d.message, d.target)
 
 
 def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None, listener: RunListener | None = None) -> Batch:
@@ -42,9 +47,11 @@ def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None, liste
             continue  # exported only to see what it does to a module
         if r.path in modules:
             view = view_for(r.path, [x for p, x in by_path.items() if p != r.path])
+            own = {_same(d) for d in r.diagnostics}
             r = FileResult(
                 path=r.path,
-                diagnostics=r.diagnostics + view.diagnostics,
+                # The module's own run says its syntax error (or failed import) too.
+                diagnostics=r.diagnostics + tuple(d for d in view.diagnostics if _same(d) not in own),
                 targets=r.targets + view.targets,
                 local_imports=r.local_imports,
                 local_import_hashes=r.local_import_hashes,

@@ -21,13 +21,14 @@ import stat
 import sys
 import traceback
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exportlens.core.cache.keys import file_state
-from exportlens.core.model.results import Diagnostic
+from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file
+from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import statement_at
 
@@ -144,7 +145,7 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         exec(code, module.__dict__)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt too
         loaded.error = e
-        loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index))
+        loaded.diagnostics.append(_import_diagnostic(e, path, loaded.index, loaded.root))
         missing = _missing_top_level(e)
         if missing:
             loaded.missing_modules.append(missing)
@@ -288,15 +289,45 @@ def _syntax_diagnostic(e: SyntaxError, data: bytes) -> Diagnostic:
     return Diagnostic("syntax-error", f"{kind}: {message}", line, column, end_line, end_column)
 
 
-def _import_diagnostic(e: BaseException, path: str, index: SourceIndex) -> Diagnostic:
-    frame = deepest_in_file(frames_of(e), path)
+def _import_diagnostic(e: BaseException, path: str, index: SourceIndex, root: str | None = None) -> Diagnostic:
+    """Running the file raised: at the deepest line of the user's files -- in a local
+    module it imports when the error is there (its syntax error, its missing import),
+    with the declaring file's import line as related information, so the module shows
+    it at its own line and the declaring file at the import."""
+    frames = frames_of(e)
+    frame = deepest_in_file(frames, path)
     where = statement_at(index, frame.line) if frame else SourceLine(1)
     if isinstance(e, SystemExit):
         message = f"running the module called sys.exit({e.code!r}) while it was imported"
     else:
         detail = str(e).strip()
         message = f"running the module raised {type(e).__name__}" + (f": {detail}" if detail else "")
-    return Diagnostic.at("import-error", message, where)
+    in_module = _in_local_module(e, frames, path, Sources(index, root), message)
+    if in_module is None:
+        return Diagnostic.at("import-error", message, where)
+    found, module = in_module
+    note = Related(os.path.realpath(path), where.line, f"`{os.path.basename(module)}` is imported here", where.column)
+    return replace(found, related=(*found.related, note))
+
+
+def _in_local_module(e: BaseException, frames: list[Frame], path: str, sources: Sources, message: str) -> tuple[Diagnostic, str] | None:
+    """The diagnostic of an import that failed inside a local module (not the file
+    itself), at that module's line, and the module's real path; None otherwise."""
+    if isinstance(e, SyntaxError) and isinstance(e.filename, str):
+        module = os.path.realpath(e.filename)
+        if module == os.path.realpath(path) or not sources.is_user(module):
+            return None
+        try:
+            data = _read(module)
+        except OSError:
+            data = b""
+        found = _syntax_diagnostic(e, data)
+        return replace(found, path=module), module
+    frame = sources.deepest(frames)
+    if frame is None or os.path.realpath(frame.file) == os.path.realpath(path):
+        return None
+    # The same words as the module's own check says them (``check pkg/blocks.py``).
+    return Diagnostic.at("import-error", message, sources.statement(frame)), os.path.realpath(frame.file)
 
 
 def _local_imports(before: set[str], path: str, root: str | None) -> list[str]:
