@@ -243,6 +243,8 @@ class Pipeline:
         done = set(checked)
         out: list[FileResult] = []
         for root in sorted(roots):
+            if settings_for(os.path.join(root, "_")).problem is not None:
+                continue  # its declarations cannot be read: what is gone is unknown (the problem is reported)
             try:
                 snapshot = read_snapshot(snapshot_path(root))
             except SnapshotError:

@@ -19,7 +19,7 @@ from exportlens import __version__
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
-from exportlens.core.project.files import root_of, survey
+from exportlens.core.project.files import root_of, survey, without_declared
 from exportlens.core.project.settings import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
@@ -361,7 +361,7 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
     if fmt != "show":
         # The snapshot's entries for files under the PATHs that are gone (removed
         # targets), and the pyproject.toml files whose targets name no file.
-        results = sorted(results + pipeline.vanished(paths, found.files) + found.declarations, key=lambda r: r.path)
+        results = sorted(without_declared(results, found.declarations) + pipeline.vanished(paths, found.files) + found.declarations, key=lambda r: r.path)
     elapsed = time.perf_counter() - started
     if fmt == "json":
         sys.stdout.write(json.dumps(to_json(results), indent=2) + "\n")

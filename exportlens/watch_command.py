@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Batch, Pipeline
-from exportlens.core.project.files import SKIP_DIRS, root_of, survey
+from exportlens.core.project.files import SKIP_DIRS, root_of, survey, without_declared
 from exportlens.core.project.settings import find_pyproject
 from exportlens.progress import Progress
 from exportlens.report import display_path, summary
@@ -79,7 +79,7 @@ class Session:
         batch = self._run(todo, pool)
         for real in gone:
             del self.results[real]
-        fresh = {os.path.realpath(r.path): r for r in batch.results}
+        fresh = {os.path.realpath(r.path): r for r in without_declared(batch.results, found.declarations)}
         # Removed targets (snapshot entries whose file is gone) and pyproject declarations
         # naming no file: whole-state results, recomputed every round.
         extra = {os.path.realpath(r.path): r for r in self.pipeline.vanished(self.paths, found.files) + found.declarations}

@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
-from exportlens.server import auth, exports, framing, listener, views
+from exportlens.server import auth, exports, framing, listener, pyproject_view, views
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
@@ -205,6 +205,7 @@ class ExportLensServer(LanguageServer):
                 self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
                 self.scheduler.schedule(uri, delay=False)
         views.stale_views(self, paths)  # open model modules: their view's inputs
+        pyproject_view.stale(self, paths)  # an open pyproject.toml: itself and the files it names
 
     def watch_dependencies(self) -> None:
         if self.watcher is None:

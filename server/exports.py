@@ -23,7 +23,7 @@ from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
-from exportlens.server import views
+from exportlens.server import pyproject_view, views
 from exportlens.server.features import diagnostics, lenses
 from exportlens.server.features import hints as hint_features
 from exportlens.server.features.hints import HintIndex
@@ -59,6 +59,9 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
             await asyncio.wait_for(server.config_ready.wait(), CONFIG_WAIT_S)
         except asyncio.TimeoutError:
             pass
+    if state.pyproject:
+        await pyproject_view.show(server, state, generation)
+        return
     document = server.workspace.get_text_document(uri)
     text, version = document.source, document.version
     if not declares_targets(state.path, text):
@@ -94,6 +97,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     diagnostics.publish(server, state)
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
+    pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
     server.background(_recheck(server, uri, state, result), "checking the files an export read")
 
 

@@ -39,6 +39,7 @@ class DocumentState:
     index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
     declares: bool = False  # the buffer declares targets (else nothing is exported)
     view: bool = False  # declares none: ``result`` is the view of the targets that import it
+    pyproject: bool = False  # a pyproject.toml: ``result`` holds its declarations' problems (``pyproject_view``)
     # The token key of the text ``result`` was made from (None: it reads its own
     # source, or does not tokenize), for the result it was computed for.
     result_tokens: tuple[FileResult, str | None] | None = None

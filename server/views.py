@@ -95,7 +95,7 @@ def _disk_text(path: str) -> str | None:
         return None
 
 
-async def _result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileResult | None, bool]:
+async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileResult | None, bool]:
     """``file``'s result: the open document's, the cache's, else a fresh export;
     whether it took an export. ``fresh`` (``exportlens.reexport`` on the module): not
     the cache's, and an open declaring file is exported again too."""
@@ -129,7 +129,7 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     files = await loop.run_in_executor(server.io, _model_files, state.path)
     fresh = state.uri in server.fresh
     server.fresh.discard(state.uri)
-    got = [await _result_of(server, f, fresh) for f in files]
+    got = [await result_of(server, f, fresh) for f in files]
     results = [r for r, _ in got if r is not None]
     exported = any(e for _, e in got)
     text = await loop.run_in_executor(server.io, _disk_text, state.path)

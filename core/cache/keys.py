@@ -141,7 +141,9 @@ def _targets_setting(request: ExportRequest) -> list[Any]:
     if not pyproject:
         return ["none"]
     entries, problem = pyproject_targets(pyproject)
-    return ["pyproject", pyproject, entries, problem]
+    # Its bytes too: a result may hold diagnostics located in pyproject.toml (a
+    # misspelt target's entry, its parse error), at lines any edit of it moves.
+    return ["pyproject", pyproject, entries, problem, file_state(pyproject)]
 
 
 def first_key(request: ExportRequest, source: bytes) -> str:

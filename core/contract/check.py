@@ -51,8 +51,17 @@ def check_file(result: FileResult, recorded: dict[str, TargetEntry] | None) -> F
 
 
 def ran(result: FileResult) -> bool:
-    """Whether the file ran far enough that its targets list is the whole truth."""
-    return not any(d.code in _DID_NOT_RUN or (d.code == "target-error" and d.target is None) for d in result.diagnostics)
+    """Whether the file ran far enough that its targets list is the whole truth: not
+    when its declarations are broken -- it did not run, or pyproject.toml names what
+    is not there (a misspelt function is no removed target: one error says it)."""
+    return not any(
+        d.code in _DID_NOT_RUN or (d.code == "target-error" and (d.target is None or _in_pyproject(d)))
+        for d in result.diagnostics
+    )
+
+
+def _in_pyproject(d: Diagnostic) -> bool:
+    return d.path is not None and os.path.basename(d.path) == "pyproject.toml"
 
 
 def removed(name: str) -> Diagnostic:

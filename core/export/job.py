@@ -24,7 +24,8 @@ from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, Ta
 from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, pyproject_targets
+from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, problem_message
+from exportlens.core.project.settings import read as read_settings
 from exportlens.core.source.frames import Frame
 from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
@@ -70,10 +71,9 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
         entries = list(request.pyproject_targets)
         if not entries:
             with recorder.paused():  # exportlens's reading, not the model's: in the first key
-                pyproject = find_pyproject(request.path, request.root)
-                entries, problem = pyproject_targets(pyproject) if pyproject else ([], None)
+                entries, problem = _pyproject_declarations(request)
             if problem:
-                diagnostics.append(Diagnostic("target-error", f"{problem}; its targets are ignored", 1))
+                diagnostics.append(problem)
         candidates = discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
         emit(TargetsFound(tuple(c.decl for c in candidates)))
         for candidate in candidates:
@@ -115,10 +115,25 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     ).sorted()
 
 
+def _pyproject_declarations(request: ExportRequest) -> tuple[list[str], Diagnostic | None]:
+    """The nearest pyproject.toml's ``targets`` entries, and the diagnostic of its
+    problem (it does not parse, its section is malformed), located in pyproject.toml."""
+    pyproject = find_pyproject(request.path, request.root)
+    if not pyproject:
+        return [], None
+    settings = read_settings(pyproject)
+    message = problem_message(settings)
+    if message is None:
+        return list(settings.targets), None
+    where = SourceLine(settings.problem_line, settings.problem_column, path=os.path.realpath(pyproject))
+    return [], Diagnostic.at("target-error", message, where)
+
+
 def _back_to_target(d: Diagnostic, candidate: Candidate, path: str) -> Diagnostic:
     """A diagnostic in a local module names, as related information, the target
-    whose export found it: the module alone does not say which target ran it."""
-    if d.path is None:
+    whose export found it: the module alone does not say which target ran it. (Not a
+    target declared in another file, pyproject.toml: it has no line here.)"""
+    if d.path is None or candidate.where.path is not None:
         return d
     note = Related(os.path.realpath(path), candidate.where.line, f"found exporting target `{candidate.decl.name}`", candidate.where.column)
     return replace(d, related=(*d.related, note))

@@ -178,12 +178,37 @@ def _pyproject_form(module: types.ModuleType, index: SourceIndex, strict_default
         obj: Any = module
         for part in func_name.split("."):
             obj = getattr(obj, part, None)
-        where = (_function_where(obj, index) if obj is not None else None) or SourceLine(1)
+        found = _function_where(obj, index) if obj is not None and callable(obj) else None
+        # No such function: the mistake is the entry's, at its line of pyproject.toml
+        # (and the target has no line in this file: 0).
+        where = found or _entry_where(entry, path) or SourceLine(1)
+        line = where.line if where.path is None else 0
 
         def build(fn: Any = obj, func_name: str = func_name) -> Built:
             if fn is None or not callable(fn):
-                raise TargetError(f"pyproject.toml declares target `{func_name}`, but the file has no such function")
+                raise TargetError(f"{os.path.basename(path)} has no function `{func_name}`{_did_you_mean(func_name, module)}")
             return _from_factory(fn, f"`{func_name}()`", None, strict_default)
 
-        out.append(Candidate(TargetDecl(func_name, where.line, "pyproject", strict_default), where, build))
+        out.append(Candidate(TargetDecl(func_name, line, "pyproject", strict_default), where, build))
     return out
+
+
+def _entry_where(entry: str, path: str) -> SourceLine | None:
+    """The line of pyproject.toml that declares ``entry``, as a location in that file."""
+    from exportlens.core.project.settings import declared_line, find_pyproject
+
+    pyproject = find_pyproject(path)
+    at = declared_line(pyproject, entry) if pyproject else None
+    if pyproject is None or at is None:
+        return None
+    line, column, end = at
+    return SourceLine(line, column, line, end, path=os.path.realpath(pyproject))
+
+
+def _did_you_mean(name: str, module: types.ModuleType) -> str:
+    """`` (did you mean `make_net`?)`` for a misspelt function name, else ""."""
+    import difflib
+
+    functions = [k for k, v in vars(module).items() if isinstance(v, types.FunctionType) and getattr(v, "__module__", None) == module.__name__]
+    close = difflib.get_close_matches(name, functions, n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""

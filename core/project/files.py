@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.project.settings import find_pyproject, settings_for, target_problems
@@ -35,6 +35,20 @@ class Survey:
     # One result per pyproject.toml whose ``targets`` name files that are not there
     # (or not the project's): ``target-error`` diagnostics at the entries' lines.
     declarations: list[FileResult] = field(default_factory=list)
+
+
+def without_declared(results: list[FileResult], declarations: list[FileResult]) -> list[FileResult]:
+    """``results`` without the diagnostics the ``declarations`` results already say: a
+    model file's export reports its pyproject.toml's problem (located there) as
+    ``check`` does for the pyproject itself; a report says it once, in pyproject.toml."""
+    said = {(os.path.realpath(r.path), d.code, d.line, d.message) for r in declarations for d in r.diagnostics}
+    if not said:
+        return results
+    out = []
+    for r in results:
+        kept = tuple(d for d in r.diagnostics if d.path is None or (os.path.realpath(d.path), d.code, d.line, d.message) not in said)
+        out.append(r if len(kept) == len(r.diagnostics) else replace(r, diagnostics=kept))
+    return out
 
 
 def survey(paths: list[str]) -> Survey:
@@ -109,7 +123,7 @@ def _declaration_result(pyproject: str) -> FileResult | None:
     problems = target_problems(pyproject)
     if not problems:
         return None
-    return FileResult(path=pyproject, diagnostics=tuple(Diagnostic("target-error", p.message, p.line) for p in problems))
+    return FileResult(path=pyproject, diagnostics=tuple(Diagnostic("target-error", p.message, p.line, p.column) for p in problems))
 
 
 def declares_targets(path: str, text: str | bytes) -> bool:

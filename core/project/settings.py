@@ -61,6 +61,10 @@ class ProjectSettings:
     weights: str | None = None  # "auto" or "real" (``weights = "real"``)
     problem: str | None = None  # why the section, or its targets, were ignored
     ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
+    # Where in the pyproject.toml the problem is (1-based; the TOML error's position,
+    # the section's or the ``targets`` key's line): its diagnostic is located there.
+    problem_line: int = 1
+    problem_column: int = 1
 
 
 def find_pyproject(path: str, stop: str | None = None) -> str | None:
@@ -122,7 +126,7 @@ def read(pyproject: str) -> ProjectSettings:
 
 
 def _parse(pyproject: str, data: bytes) -> ProjectSettings:
-    section, problem = _section(pyproject, data)
+    section, problem, (line, column) = _section(pyproject, data)
     base = os.path.dirname(pyproject)
     timeout, bad_timeout = _limit(pyproject, section, "timeout", TIMEOUT_RANGE_S, integer=False)
     memory, bad_memory = _limit(pyproject, section, "memory_mb", MEMORY_RANGE_MB, integer=True)
@@ -133,6 +137,8 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     targets: tuple[str, ...] = ()
     if problem is None:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
+        if problem is not None:
+            line, column = _key_line(_lines(data), _TARGETS_KEY), 1
     return ProjectSettings(
         pyproject=pyproject,
         timeout_s=None if timeout is None else float(timeout),
@@ -144,6 +150,8 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         weights=weights,
         problem=problem,
         ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights) if why),
+        problem_line=line,
+        problem_column=column,
     )
 
 
@@ -181,15 +189,50 @@ def _weights(pyproject: str, value: Any) -> tuple[str | None, str | None]:
     return None, f"{pyproject}: [tool.exportlens] weights = {value!r} is not {known}; it is ignored"
 
 
-def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None]:
-    """``([tool.exportlens] table, problem)``."""
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None, tuple[int, int]]:
+    """``([tool.exportlens] table, problem, (line, column) of the problem)``."""
     try:
         document = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        return {}, f"cannot read {pyproject}: {e}"
+    except UnicodeDecodeError as e:
+        return {}, f"cannot read {pyproject}: {e}", (_first_undecodable_line(data), 1)
+    except tomllib.TOMLDecodeError as e:
+        # tomllib says where only in its message (``lineno`` arrives in Python 3.14).
+        at = _TOML_POSITION.search(str(e))
+        return {}, f"cannot read {pyproject}: {e}", (int(at.group(1)), int(at.group(2))) if at else (1, 1)
     tool = document.get("tool", {})
     section = tool.get("exportlens", {}) if isinstance(tool, dict) else {}
-    return (section, None) if isinstance(section, dict) else ({}, f"{pyproject}: [tool.exportlens] must be a table")
+    if isinstance(section, dict):
+        return section, None, (1, 1)
+    return {}, f"{pyproject}: [tool.exportlens] must be a table", (_key_line(_lines(data), _EXPORTLENS_KEY), 1)
+
+
+_EXPORTLENS_KEY = re.compile(r"""^\s*(?:\[\s*tool\s*\]\s*$|(?:tool\s*\.\s*)?["']?exportlens["']?\s*=)""")
+
+
+def _lines(data: bytes) -> list[str]:
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def _first_undecodable_line(data: bytes) -> int:
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return number
+    return 1
+
+
+def _key_line(lines: list[str], key: re.Pattern[str]) -> int:
+    """The 1-based line of the first line ``key`` matches (from the section's header
+    on when there is one), else 1."""
+    start = next((i for i, text in enumerate(lines) if _SECTION_HEADER.match(text)), 0)
+    found = next((i for i in range(start, len(lines)) if key.match(lines[i])), None)
+    if found is None:
+        found = next((i for i, text in enumerate(lines) if key.match(text)), None)
+    return found + 1 if found is not None else 1
 
 
 def _targets(pyproject: str, base: str, raw: Any) -> tuple[tuple[str, ...], str | None]:
@@ -207,27 +250,41 @@ def _targets(pyproject: str, base: str, raw: Any) -> tuple[tuple[str, ...], str 
 class TargetProblem:
     """A ``targets`` entry that names no file of the project, and where it is written."""
 
-    entry: str  # as written in pyproject.toml
+    entry: str  # as written in pyproject.toml ("" for a problem of the whole section)
     line: int  # 1-based line of the entry in pyproject.toml
     message: str
+    column: int = 1
 
 
-def target_problems(pyproject: str) -> list[TargetProblem]:
-    """The ``[tool.exportlens] targets`` entries of one pyproject.toml that cannot be
-    checked: a file that does not exist, is not a regular file, or lies outside the
-    project (the pyproject's folder), where no check would ever look for it. Read
-    afresh each call (the files' existence is not the pyproject's content, so it is
-    not in the parse cache)."""
+def problem_message(settings: ProjectSettings) -> str | None:
+    """What the diagnostic of the settings' ``problem`` says (the job's and ``check``'s
+    alike, so the two are recognised as one)."""
+    return f"{settings.problem}; its targets are ignored" if settings.problem else None
+
+
+def target_problems(pyproject: str, text: str | None = None) -> list[TargetProblem]:
+    """What is wrong with the declarations of one pyproject.toml (``text``: an editor's
+    buffer of it, else the file): a file that does not parse or whose
+    ``[tool.exportlens]`` or ``targets`` is malformed (one problem, at its line), or the
+    ``targets`` entries that cannot be checked: a file that does not exist, is not a
+    regular file, or lies outside the project (the pyproject's folder), where no check
+    would ever look for it. Read afresh each call (the files' existence is not the
+    pyproject's content, so it is not in the parse cache)."""
     pyproject = os.path.abspath(pyproject)
-    try:
-        with open(pyproject, "rb") as f:
-            data = f.read()
-    except OSError:
-        return []  # reported as the settings' ``problem`` where they are used
-    section, problem = _section(pyproject, data)
+    if text is not None:
+        data = text.encode("utf-8", errors="surrogatepass")
+    else:
+        try:
+            with open(pyproject, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            return [TargetProblem("", 1, f"cannot read {pyproject}: {e.strerror or e}; its targets are ignored")]
+    settings = _parse(pyproject, data)
+    message = problem_message(settings)
+    if message is not None:
+        return [TargetProblem("", settings.problem_line, message, settings.problem_column)]
+    section = _section(pyproject, data)[0]
     raw = section.get("targets", [])
-    if problem is not None or not isinstance(raw, list) or not all(isinstance(x, str) and ":" in x for x in raw):
-        return []  # malformed: the settings' ``problem`` says so
     base = os.path.dirname(pyproject)
     real_base = os.path.realpath(base)
     lines = data.decode("utf-8", errors="replace").splitlines()
@@ -243,12 +300,50 @@ def target_problems(pyproject: str) -> list[TargetProblem]:
             why = f"{file_part} is not a regular file"
         else:
             continue
-        out.append(TargetProblem(entry, _entry_line(lines, entry), f"[tool.exportlens] targets entry {entry!r}: {why}; the entry is ignored"))
+        line = _entry_line(lines, entry)
+        column = _entry_columns(lines[line - 1] if line <= len(lines) else "", entry)[0]
+        out.append(TargetProblem(entry, line, f"[tool.exportlens] targets entry {entry!r}: {why}; the entry is ignored", column))
     return out
 
 
 _SECTION_HEADER = re.compile(r"^\s*\[\s*tool\s*\.\s*exportlens\s*\]")
 _TARGETS_KEY = re.compile(r"""^\s*(?:(?:tool\s*\.\s*)?exportlens\s*\.\s*)?["']?targets["']?\s*=""")
+
+
+def declared_line(pyproject: str, entry: str) -> tuple[int, int, int] | None:
+    """``(line, column, end column)`` (1-based, UTF-8 bytes, the end exclusive) of the
+    quoted string of pyproject.toml's ``targets`` entry that reads as ``entry`` (an
+    absolute ``"file.py:function"``, as ``targets`` holds them), or None."""
+    try:
+        with open(pyproject, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    section, problem, _ = _section(os.path.abspath(pyproject), data)
+    raw = section.get("targets", [])
+    if problem is not None or not isinstance(raw, list):
+        return None
+    base = os.path.dirname(os.path.abspath(pyproject))
+    for written in raw:
+        if isinstance(written, str) and ":" in written:
+            file_part, _, func = written.rpartition(":")
+            if f"{os.path.normpath(os.path.join(base, file_part))}:{func}" == entry:
+                lines = _lines(data)
+                line = _entry_line(lines, written)
+                return (line, *_entry_columns(lines[line - 1] if line <= len(lines) else "", written))
+    return None
+
+
+def _entry_columns(text: str, entry: str) -> tuple[int, int]:
+    """The byte columns of ``entry``'s quoted string on its line, quotes included; the
+    whole line's when it is not there as such (an escaped spelling)."""
+    for quoted in (json.dumps(entry, ensure_ascii=False), f"'{entry}'"):
+        at = text.find(quoted)
+        if at >= 0:
+            start = len(text[:at].encode()) + 1
+            return start, start + len(quoted.encode())
+    indent = len(text) - len(text.lstrip())
+    return indent + 1, len(text.rstrip().encode()) + 1
 
 
 def _entry_line(lines: list[str], entry: str) -> int:

@@ -24,7 +24,7 @@ from lsprotocol import types
 from pygls import uris
 
 from exportlens.core.source.tokens import token_key, tokens_of
-from exportlens.server import config, warmup
+from exportlens.server import config, pyproject_view, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics, hints
 from exportlens.server.state import DocumentState
@@ -174,9 +174,11 @@ def register(server: Host) -> None:
         # Synchronous on purpose: notifications are handled in order, so a didClose
         # right after cannot overtake this open.
         doc = params.text_document
-        if not is_python(doc.uri, doc.language_id):
+        path = uris.to_fs_path(doc.uri) or doc.uri
+        toml = doc.uri.startswith("file:") and pyproject_view.is_pyproject(path)
+        if not is_python(doc.uri, doc.language_id) and not toml:
             return
-        state = DocumentState(uri=doc.uri, path=uris.to_fs_path(doc.uri) or doc.uri, version=doc.version)
+        state = DocumentState(uri=doc.uri, path=path, version=doc.version, pyproject=toml)
         ls.documents[doc.uri] = state
         ls.watch_dependencies()
         ls.scheduler.schedule(doc.uri, delay=False)

@@ -95,5 +95,5 @@ def test_pyproject_targets_that_name_no_file_are_reported_in_the_pyproject(tmp_p
     proc = _cli("check", str(project), timeout=120)
     assert proc.returncode == 1, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if "target-error" in line]
-    assert [line.partition(" error[target-error]: ")[0] for line in lines] == [f"{pyproject}:4:1:", f"{pyproject}:5:1:"]
+    assert [line.partition(" error[target-error]: ")[0] for line in lines] == [f"{pyproject}:4:3:", f"{pyproject}:5:3:"]  # at the entry's string
     assert "models.py does not exist" in lines[0] and "outside the project" in lines[1]

@@ -159,7 +159,11 @@ export class ServerController implements Disposable {
             options: { cwd: folder?.fsPath, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
         };
         const clientOptions: LanguageClientOptions = {
-            documentSelector: [{ scheme: 'file', language: 'python' }],
+            // pyproject.toml too: the server shows the problems of its [tool.exportlens] there.
+            documentSelector: [
+                { scheme: 'file', language: 'python' },
+                { scheme: 'file', pattern: '**/pyproject.toml' },
+            ],
             outputChannel: this.channel,
             traceOutputChannel: this.channel,
             revealOutputChannelOn: RevealOutputChannelOn.Never,

@@ -12,6 +12,7 @@ import pytest
 
 from exportlens.core.project.settings import (
     ProjectSettings,
+    declared_line,
     find_pyproject,
     pyproject_targets,
     read,
@@ -154,7 +155,38 @@ def test_target_problems_point_at_their_entry(tmp_path: Path, text: str, lines: 
     assert "does not exist" in problems[0].message and "outside the project" in problems[1].message
 
 
-def test_malformed_targets_are_the_settings_problem_not_target_problems(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.exportlens]\ntargets = \"m.py:make\"\n")
-    assert target_problems(str(tmp_path / "pyproject.toml")) == []
-    assert read(str(tmp_path / "pyproject.toml")).problem is not None
+@pytest.mark.parametrize(
+    "text, line, column",
+    [
+        ('[project]\nname = "x"\n\n[tool.exportlens\ntargets = ["m.py:make"]\n', 4, 17),  # an unclosed table header
+        ('[tool.exportlens]\ntimeout = 3\ntargets = "m.py:make"\n', 3, 1),  # targets not a list
+        ('[project]\nname = "x"\n[tool]\nexportlens = 3\n', 3, 1),  # the section not a table
+        (b'[tool.exportlens]\ntimeout = 3 # \xff\n', 2, 1),  # not UTF-8
+    ],
+)
+def test_a_malformed_pyproject_is_one_problem_at_its_line(tmp_path: Path, text: str | bytes, line: int, column: int) -> None:
+    """Issue 22: a pyproject.toml that does not parse is an error located in it, at the
+    TOML error's position, not at line 1 of a model file (or nowhere)."""
+    pyproject = tmp_path / "pyproject.toml"
+    if isinstance(text, bytes):
+        pyproject.write_bytes(text)
+    else:
+        pyproject.write_text(text)
+    settings = read(str(pyproject))
+    assert settings.problem is not None and (settings.problem_line, settings.problem_column) == (line, column)
+    [problem] = target_problems(str(pyproject))
+    assert (problem.line, problem.column, problem.message) == (line, column, f"{settings.problem}; its targets are ignored")
+
+
+def test_an_editor_buffer_of_the_pyproject_is_read_as_it_is(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text("[tool.exportlens]\n")
+    [problem] = target_problems(str(pyproject), text="[tool.exportlens\n")
+    assert problem.line == 1 and "Expected ']'" in problem.message
+    assert target_problems(str(pyproject)) == []
+
+
+def test_an_entry_is_found_by_its_absolute_form_with_its_columns(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.exportlens]\ntargets = [\n  "pkg/m.py:make",\n  \'pkg/m.py:other\',\n]\n')
+    assert declared_line(str(tmp_path / "pyproject.toml"), f"{tmp_path}/pkg/m.py:other") == (4, 3, 19)
+    assert declared_line(str(tmp_path / "pyproject.toml"), f"{tmp_path}/pkg/m.py:gone") is None
