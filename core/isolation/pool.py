@@ -53,6 +53,7 @@ from exportlens.core.isolation.messages import (
     Retiring,
     WorkerReady,
 )
+from exportlens.core.isolation.jobclock import WALL_FACTOR
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
 from exportlens.core.model.results import FileResult
 
@@ -305,10 +306,11 @@ class WorkerPool:
             pass
 
     def _silence_limit(self, worker: WorkerProcess) -> float:
-        # The worker kills a job within timeout_s of its last event and reports
-        # progress on every target, so silence well past that means it is stuck.
+        # The worker kills a job within timeout_s of its own time after its last
+        # event (at most WALL_FACTOR times that on the wall clock: ``jobclock``) and
+        # reports progress on every target, so silence well past that means it is stuck.
         limits = worker.request.limits if worker.request else (self.limits or Limits())
-        return limits.timeout_s * 2 + 60.0
+        return limits.timeout_s * WALL_FACTOR + 60.0
 
     def _poll(self, timeout: float, done: dict[int, FileResult]) -> None:
         selector = selectors.DefaultSelector()

@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 
 from exportlens.core.isolation.failure import exit_text
 from exportlens.core.isolation.forking import Job
+from exportlens.core.isolation.jobclock import JobClock
 from exportlens.core.isolation.messages import (
     ExportRequest,
     FrameDecoder,
@@ -74,7 +75,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
     pid, events_r, output_r = job.pid, job.events_r, job.output_r
     limits = request.limits
     memory_kb = limits.memory_mb * 1024
-    deadline = time.monotonic() + limits.timeout_s
+    clock = JobClock(pid, limits.timeout_s, time.monotonic())
     next_poll = 0.0
     events = FrameDecoder()
     selector = selectors.DefaultSelector()
@@ -96,7 +97,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                     try:
                         for message in events.feed(b"".join(chunks)):
                             if on_event(message, request, attempt, control.send):
-                                deadline = time.monotonic() + limits.timeout_s
+                                clock.restart(time.monotonic())
                     except MessageError as e:
                         attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
                         return
@@ -118,10 +119,13 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                     attempt.detail = exit_text(status)
                 return
             now = time.monotonic()
-            out_of_time = now > deadline
+            # The job's own time: waiting for a CPU on a loaded machine is not the
+            # export's (``jobclock``), so a hoarding job reaches its memory cap first
+            # however busy the machine.
+            out_of_time = clock.out_of_time(now)
             # Memory first, and always once time is up: a job that hoards memory runs
-            # slowly (page faults, a loaded machine), so it may pass both limits between
-            # two looks; it is the memory that stopped it, however fast the machine.
+            # slowly (page faults), so it may pass both limits between two looks; it
+            # is the memory that stopped it.
             if out_of_time or now >= next_poll:
                 next_poll = now + MEMORY_POLL_S
                 if rss_kb(pid) > memory_kb:

@@ -30,7 +30,7 @@ from typing import Any
 
 from exportlens.core.model.lowering import LOWER_FORMATS
 
-DEFAULT_TIMEOUT_S = 120.0  # seconds per target, wall clock
+DEFAULT_TIMEOUT_S = 120.0  # seconds per target: the wall clock less the wait for a CPU (isolation.jobclock)
 DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
 DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
 DEFAULT_LOWER: tuple[str, ...] = ()  # lowering is opt-in: it costs a conversion and a run per target

@@ -1,15 +1,19 @@
 """Supervising one job process, with a real child process but no worker and no torch:
-which limit a job that passed both is stopped for."""
+which limit a job that passed both is stopped for, also while the machine is loaded."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from typing import Iterator
 
 import pytest
 
 from exportlens.core.isolation.forking import Job
+from exportlens.core.isolation.jobclock import WALL_FACTOR, JobClock, elapsed_s
 from exportlens.core.isolation.messages import ExportRequest, FromWorker, Limits
 from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.supervise import Attempt, supervise
@@ -82,3 +86,80 @@ def test_a_job_over_its_memory_cap_when_its_time_is_up_is_out_of_memory(hoarder:
     attempt = Attempt()
     supervise(Quiet(), hoarder, request, attempt, Tail())
     assert attempt.failure == "out-of-memory"
+
+
+# ---- on a loaded machine (issue 22: examples/faults/memory_hog.py was reported as
+# ``timeout`` when the test suite loaded the machine)
+
+SLOW_HOARD_MB = 768  # over the cap, in 16 MB steps: about a third of a second of CPU
+
+
+@pytest.fixture
+def starved_hoarder() -> Iterator[tuple[Job, int]]:
+    """A child that, once told to, hoards SLOW_HOARD_MB while CPU hogs (four per core)
+    take most of the machine: its wall-clock time to the cap is several times its own
+    running time. Yields the job and the child's resident MB before it hoards."""
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    events_r, events_w = os.pipe()
+    output_r, output_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(ready_w, b"x")
+            os.read(go_r, 1)
+            hoard = [bytearray(16 << 20) for _ in range(SLOW_HOARD_MB // 16)]
+            signal.pause()
+            del hoard
+        finally:
+            os._exit(0)
+    for fd in (ready_w, go_r, events_w, output_w):
+        os.close(fd)
+    assert os.read(ready_r, 1) == b"x"
+    os.close(ready_r)
+    for fd in (events_r, output_r):
+        os.set_blocking(fd, False)
+    before = rss_mb(pid)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4 * (os.cpu_count() or 1))]
+    job = Job(pid, events_r, output_r, os.memfd_create("test-dump"))
+    try:
+        os.write(go_w, b"x")
+        yield job, before
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        for fd in (go_w, events_r, output_r, job.dump_fd):
+            os.close(fd)
+
+
+def test_a_hoarding_job_starved_of_cpu_is_out_of_memory_not_out_of_time(starved_hoarder: tuple[Job, int]) -> None:
+    """Its one second runs out on the wall clock long before it reaches its cap (it
+    waits for a CPU most of the time), but the time it waited for a CPU is the
+    machine's: it is stopped for its memory, as on an idle machine."""
+    job, before = starved_hoarder
+    cap = before + SLOW_HOARD_MB // 2
+    request = ExportRequest(1, "/p/model.py", limits=Limits(timeout_s=1.0, memory_mb=cap))
+    attempt = Attempt()
+    started = time.monotonic()
+    supervise(Quiet(), job, request, attempt, Tail())
+    assert attempt.failure == "out-of-memory", (attempt.failure, time.monotonic() - started)
+
+
+def test_the_jobs_time_leaves_out_only_the_wait_for_a_cpu() -> None:
+    assert elapsed_s(12.0, 30.0, 20.0) == 2.0  # ten of its twelve seconds spent waiting for a CPU
+    assert elapsed_s(12.0, 20.0, 20.0) == 12.0  # running or blocked (a sleep, a lock): it counts
+    assert elapsed_s(12.0, None, 20.0) == 12.0  # the kernel does not say: the wall clock
+
+
+def test_a_job_waiting_for_a_cpu_forever_is_still_stopped(hoarder: Job) -> None:
+    """The wall clock bounds the job's time: WALL_FACTOR times the limit at most."""
+    clock = JobClock(hoarder.pid, 1.0, now=0.0)
+    clock.delay_at_start = -1e9  # as if it had waited for a CPU all along
+    assert not clock.out_of_time(1.0) and not clock.out_of_time(WALL_FACTOR)
+    assert clock.out_of_time(WALL_FACTOR + 0.1)
