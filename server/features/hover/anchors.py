@@ -28,7 +28,9 @@ Spans are 0-based lines and UTF-16 code units (:class:`SourceSpans`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
+from dataclasses import replace
 
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
@@ -90,7 +92,7 @@ class Anchors:
             self.claimed.add((target, span))
 
     def target_text(self, target: TargetResult) -> str:
-        return md.target_hover(self.markup, target, self._errors_of(target))
+        return md.target_hover(self.markup, target, self._errors_of(target), self.path)
 
     def _target_line(self, target: TargetResult) -> None:
         if target.line <= 0:
@@ -157,7 +159,10 @@ class _TargetView:
         self.b = builder
         self.m = builder.markup
         self.target = target
-        self.sig = sig
+        # Only the lines in this file anchor hovers here: a spec defined at line 10 of
+        # a local module is not about this file's line 10 (the target's own hover
+        # names it there, ``blocks.py:10``).
+        self.sig = _lines_in(sig, builder.path)
         self.name = target.name
         self.index = builder.source
         self.state = _State(sig)
@@ -331,6 +336,20 @@ class _TargetView:
             if spans:
                 text = md.section(self.m, f"{self.m.bold(f'line {where.line}')} · {self.m.code(self.name)}", specs, self.sig.ranges, names=self.sig.dim_names)
                 self.b.add(spans, self.name, text)
+
+
+def _lines_in(sig: Signature, path: str) -> Signature:
+    """``sig`` with the source lines of other files than ``path`` left out."""
+    real = os.path.realpath(path)
+
+    def here(where: SourceLine | None) -> SourceLine | None:
+        return where if where is None or where.path is None or os.path.realpath(where.path) == real else None
+
+    return replace(
+        sig,
+        inputs=tuple(replace(s, source=here(s.source)) for s in sig.inputs),
+        outputs=tuple(replace(s, source=here(s.source)) for s in sig.outputs),
+    )
 
 
 class _State:

@@ -117,7 +117,7 @@ def _specialised(b: Anchors, name: str, where: SourceLine) -> list[Diagnostic]:
 
 def _related_text(b: Anchors, r: Related) -> str:
     here = os.path.realpath(r.path) == os.path.realpath(b.path)
-    place = f"line {r.line}" if here else f"{os.path.basename(r.path)}:{r.line}"
+    place = md.place(r.line, r.path, b.path)
     code = b.source.line_text(r.line).strip() if here else ""
     return f"{place}" + (f" · {b.markup.code(code)}" if code else "") + f" · {r.message}"
 
@@ -131,5 +131,5 @@ def _specialised_text(b: Anchors, name: str, d: Diagnostic) -> str:
         parts.append("Specialised by:\n\n" + "\n".join(f"- {line}" for line in lines))
     else:
         parts.append("torch's message does not say which line specialised it.")
-    parts.append(md.diagnostic_text(m, d))
+    parts.append(md.diagnostic_text(m, d, b.path))
     return "\n\n".join(parts)

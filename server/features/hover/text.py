@@ -17,6 +17,7 @@ same text in every markup.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
@@ -91,14 +92,27 @@ def range_lines(specs: Sequence[Spec], ranges: Ranges, names: Names = _NO_NAMES)
     return [range_line(names.get(s, s), ranges[s]) for s in used if s in ranges] + torch_name_lines(used, names)
 
 
-def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False, names: Names = _NO_NAMES) -> list[str]:
-    """Aligned rows: torch's text, the value, and optionally the source line; repeated
-    layers' specs as one row with a count (``core/model/repeated.py``)."""
+def place(line: int, path: str | None, here: str | None) -> str:
+    """``line 10`` in the hovered file ``here``; ``blocks.py:10`` (the path from the
+    hovered file's folder, when below it) in another of the user's files, as the CLI
+    names them: a bare number would point at the hovered file's line."""
+    if path is None or here is None or os.path.realpath(path) == os.path.realpath(here):
+        return f"line {line}"
+    shown = os.path.relpath(os.path.realpath(path), os.path.dirname(os.path.realpath(here)))
+    if shown.startswith(os.pardir):
+        shown = os.path.basename(path)
+    return f"{shown}:{line}"
+
+
+def spec_rows(specs: Sequence[Spec], *, with_lines: bool = False, names: Names = _NO_NAMES, here: str | None = None) -> list[str]:
+    """Aligned rows: torch's text, the value, and optionally the source line (with its
+    file when it is not ``here``, the hovered file); repeated layers' specs as one row
+    with a count (``core/model/repeated.py``)."""
     rows = repeated.group(specs)
     cells = [[spec_text(r.spec), value_text(r.spec, names)] for r in rows]
     if with_lines:
         for row, r in zip(cells, rows, strict=True):
-            row.append(f"line {r.spec.source.line}" if r.spec.source is not None else "")
+            row.append(place(r.spec.source.line, r.spec.source.path, here) if r.spec.source is not None else "")
     for row, r in zip(cells, rows, strict=True):
         row.append(f"×{r.count}" if r.count > 1 else "")
     if not cells:
@@ -126,10 +140,10 @@ def section(m: Markup, title: str, specs: Sequence[Spec], ranges: Ranges, note: 
     return "\n\n".join(parts)
 
 
-def signature_block(m: Markup, sig: Signature) -> str:
+def signature_block(m: Markup, sig: Signature, here: str | None = None) -> str:
     """The whole signature in torch's order, ``# inputs`` / ``# outputs`` as torch prints it."""
-    inputs = spec_rows(sig.inputs, with_lines=True, names=sig.dim_names)
-    outputs = spec_rows(sig.outputs, with_lines=True, names=sig.dim_names)
+    inputs = spec_rows(sig.inputs, with_lines=True, names=sig.dim_names, here=here)
+    outputs = spec_rows(sig.outputs, with_lines=True, names=sig.dim_names, here=here)
     lines = ["# inputs", *inputs, "", "# outputs", *outputs]
     if sig.ranges:
         lines += ["", "# ranges", *(range_line(sig.dim_names.get(s, s), r) for s, r in sig.ranges.items())]
@@ -160,10 +174,11 @@ def lowering_text(m: Markup, lowering: Lowering) -> str:
     return text + ("\n\n" + m.block(rows) if rows else "")
 
 
-def diagnostic_text(m: Markup, d: Diagnostic) -> str:
-    """A diagnostic's code and line in bold, its first line as a paragraph, the rest as a block."""
+def diagnostic_text(m: Markup, d: Diagnostic, here: str | None = None) -> str:
+    """A diagnostic's code and line in bold (with its file when it is not ``here``),
+    its first line as a paragraph, the rest as a block."""
     first, _, rest = d.message.partition("\n")
-    text = f"{m.bold(m.code(d.code))} line {d.line}: {first}"
+    text = f"{m.bold(m.code(d.code))} {place(d.line, d.path, here)}: {first}"
     more = [line.rstrip() for line in rest.splitlines()]
     while more and not more[-1]:
         more.pop()
@@ -183,18 +198,19 @@ def weights_text(target: TargetResult) -> str | None:
     return f"{text} {target.weights_note[0].upper()}{target.weights_note[1:]}." if target.weights_note else text
 
 
-def target_hover(m: Markup, target: TargetResult, errors: Sequence[Diagnostic]) -> str:
-    """The target line's hover: status and time, the weights, the whole signature or the errors."""
+def target_hover(m: Markup, target: TargetResult, errors: Sequence[Diagnostic], here: str | None = None) -> str:
+    """The target line's hover in the file ``here``: status and time, the weights,
+    the whole signature or the errors."""
     parts = [target_title(m, target)]
     weights = weights_text(target)
     if weights:
         parts.append(weights)
     parts.extend(lowering_text(m, low) for low in target.lowerings)
     if target.signature is not None:
-        parts.append(signature_block(m, target.signature))
+        parts.append(signature_block(m, target.signature, here))
     elif target.status == "ok":
         parts.append("No signature was recorded for this target.")
-    parts.extend(diagnostic_text(m, d) for d in errors)
+    parts.extend(diagnostic_text(m, d, here) for d in errors)
     return "\n\n".join(parts)
 
 
