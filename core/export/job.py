@@ -15,7 +15,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, deps, libraries, shapes_spec, signature_checks
+from exportlens.core.export import analyze, attributes, deps, dim_ranges, libraries, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -306,6 +306,9 @@ def diagnose_failure(
         if collected:
             return collected
     if code == "constraint-violation":
+        outside = _example_outside_its_range(failure, built, candidate, index)
+        if outside:
+            return outside
         where, related = analyze.constraint_location(facts, index, path, sources, _extent(candidate, index))
         related = _specialisations(built, sources) + tuple(r for r in related if not r.message.startswith("the code"))
         if where is None and related:
@@ -352,6 +355,13 @@ def diagnose_failure(
     where = analyze.locate(facts, path, index, candidate.where, sources)
     statement = sources.index(where.path or path).line_text(where.line).strip() if where != candidate.where else None
     return [Diagnostic.at(code, analyze.message_for(code, facts, name, statement), where, name)]
+
+
+def _example_outside_its_range(failure: BaseException, built: Built, candidate: Candidate, index: SourceIndex) -> list[Diagnostic]:
+    """``2 not in range [4, 64]``: at the ``Dim`` whose range the example misses (see
+    ``dim_ranges``); nothing when the message is another violation."""
+    found = dim_ranges.outside(built.module, built.args, built.kwargs, built.dynamic_shapes, str(failure))
+    return dim_ranges.diagnose(found, candidate, index, _extent(candidate, index)) if found else []
 
 
 def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:

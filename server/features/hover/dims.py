@@ -125,6 +125,10 @@ def _related_text(b: Anchors, r: Related) -> str:
 def _specialised_text(b: Anchors, name: str, d: Diagnostic) -> str:
     m = b.markup
     target = f" · {m.code(d.target)}" if d.target else ""
+    examples = [_related_text(b, r) for r in d.related if r.message.startswith("the example input")]
+    if examples:  # not specialised: the example misses the declared range
+        parts = [f"{m.bold(f'Dim {m.code(name)}')}{target} · the example input is outside its range", "\n".join(f"- {line}" for line in examples)]
+        return "\n\n".join([*parts, md.diagnostic_text(m, d, b.path)])
     parts = [f"{m.bold(f'Dim {m.code(name)}')}{target} · torch specialised it"]
     lines = [_related_text(b, r) for r in d.related if "specialis" in r.message]
     if lines:
