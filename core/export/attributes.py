@@ -32,7 +32,7 @@ from exportlens.core.source.project import Sources
 
 _WARNING = re.compile(r"The tensor attributes? (.+?) (?:was|were) assigned during export")
 _PART = re.compile(r"([A-Za-z_]\w*)((?:\[\d+\])*)")
-_MISSING = object()
+MISSING = object()
 
 
 def _paths(warnings: Iterable[str]) -> list[str]:
@@ -45,8 +45,8 @@ def _paths(warnings: Iterable[str]) -> list[str]:
     return list(out)
 
 
-def _resolve(root: Any, parts: list[str]) -> Any:
-    """The object at ``parts`` (``h[0]`` or ``h.0`` both index a ModuleList), or _MISSING."""
+def resolve(root: Any, parts: list[str]) -> Any:
+    """The object at ``parts`` (``h[0]`` or ``h.0`` both index a ModuleList), or MISSING."""
     obj = root
     for part in parts:
         m = _PART.fullmatch(part)
@@ -58,11 +58,11 @@ def _resolve(root: Any, parts: list[str]) -> Any:
             for index in re.findall(r"\[(\d+)\]", m.group(2)):
                 obj = obj[int(index)]
         except Exception:  # noqa: BLE001 - user __getattr__ may raise anything
-            return _MISSING
+            return MISSING
     return obj
 
 
-def _assigning_class(owner: Any, attr: str, sources: Sources) -> tuple[str, list[SourceLine]] | None:
+def assigning_class(owner: Any, attr: str, sources: Sources) -> tuple[str, list[SourceLine]] | None:
     """The user's class in ``owner``'s MRO that assigns ``attr`` (its late assignments,
     or its ``class`` line when none is visible), or None: not the user's code."""
     first: tuple[str, list[SourceLine]] | None = None
@@ -82,35 +82,68 @@ def _assigning_class(owner: Any, attr: str, sources: Sources) -> tuple[str, list
     return first
 
 
+def python_path(path: str) -> str:
+    """torch's dotted path of an attribute as Python reads it: ``blocks.0.cache`` ->
+    ``self.blocks[0].cache`` (a ModuleList's items are indexed, not attributes)."""
+    out = "self"
+    for part in path.split("."):
+        m = _PART.fullmatch(part)
+        if part.isdigit():
+            out += f"[{part}]"
+        elif m is not None:
+            out += f".{part}"
+        else:
+            out += f"[{part!r}]"  # a ModuleDict key that is no identifier
+    return out
+
+
+def natural(path: str) -> list[tuple[int, int | str]]:
+    """``blocks.2`` before ``blocks.10``."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in path.split(".")]
+
+
+def listed(paths: list[str]) -> str:
+    """```a`, `b` and `c``` (Python paths)."""
+    shown = [f"`{python_path(p)}`" for p in paths]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def tensor_attribute_diagnostics(
-    warnings: list[str], module: Any, sources: Sources, target: str, fallback: SourceLine
+    warnings: list[str], module: Any, sources: Sources, target: str, fallback: SourceLine, skip: frozenset[str] = frozenset()
 ) -> list[Diagnostic]:
-    """One diagnostic per place the user's code assigns a tensor attribute that export drops."""
-    out: list[Diagnostic] = []
+    """One diagnostic per place the user's code assigns a tensor attribute that export
+    drops, naming every instance that runs it (a block used twice: ``self.blocks[0].cache``
+    and ``self.blocks[1].cache``). ``skip``: torch paths already reported otherwise (an
+    in-place update export failed on: the error says it, no warning contradicts it)."""
     unresolved: list[str] = []
-    done: set[tuple[str | None, int, int]] = set()
+    # where -> (the class to register it in, the attribute, every instance's path)
+    places: dict[tuple[str | None, int, int], tuple[SourceLine, str, str, list[str]]] = {}
     for path in _paths(warnings):
+        if path in skip:
+            continue
         parts = path.split(".")
         leaf = _PART.match(parts[-1])
         attr = leaf.group(1) if leaf else parts[-1]
-        owner = _resolve(module, parts[:-1])
-        if owner is _MISSING:
+        owner = resolve(module, parts[:-1])
+        if owner is MISSING:
             unresolved.append(path)
             continue
-        found = _assigning_class(owner, attr, sources)
+        found = assigning_class(owner, attr, sources)
         if found is None:
             continue  # torch's or a library's own attribute: not the user's to fix
-        cls, places = found
+        cls, wheres = found
+        for where in wheres:  # every instance (h.0, h.1) runs the same line of code
+            places.setdefault((where.path, where.line, where.column), (where, cls, attr, []))[3].append(path)
+    out: list[Diagnostic] = []
+    for where, cls, attr, paths in places.values():
+        one = len(paths) == 1
+        what = f"{listed(sorted(paths, key=natural))} {'is a tensor attribute' if one else 'are tensor attributes'}"
         message = (
-            f"`self.{path}` is a tensor attribute assigned during export but not a registered buffer: "
+            f"{what} assigned during export but not {'a registered buffer' if one else 'registered buffers'}: "
             "export keeps its first value and silently drops this update. "
             f"Register it in `{cls}.__init__` with `self.register_buffer({attr!r}, ...)` and update it in place."
         )
-        for where in places:
-            key = (where.path, where.line, where.column)
-            if key not in done:  # every instance (h.0, h.1) is the same line of code
-                done.add(key)
-                out.append(Diagnostic.at("banned-mutation/tensor-attribute", message, where, target))
+        out.append(Diagnostic.at("banned-mutation/tensor-attribute", message, where, target, level="warning"))
     if unresolved:
         text = "The tensor attributes " + ", ".join("self." + p for p in unresolved) + " were assigned during export"
         out += signature_checks.tensor_attribute_diagnostics([text], sources.main, target, fallback)

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, deps, dim_ranges, libraries, shapes_spec, signature_checks
+from exportlens.core.export import analyze, attributes, constant_updates, deps, dim_ranges, libraries, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -228,7 +228,8 @@ def export_target(
     if failure is not None:
         phase("analysing the failure")
         found = diagnose_failure(failure, built, candidate, loaded, sources, policy)
-        found += attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
+        dropped = attributes.tensor_attribute_diagnostics(warning_texts, built.module, sources, name, candidate.where)
+        found += constant_updates.without_contradictions(found, dropped)
         result = TargetResult(name, line, "error", export_ms, module_class=_class_line(type(built.module), sources), weights=weights, weights_note=built.weights_note or weights_note)
         return result, found
 
@@ -328,7 +329,11 @@ def diagnose_failure(
         eager = run_eagerly(built.module, built.args, built.kwargs, path, sources)
         if eager.error is not None and built.weights == "fake" and fake_caused(eager.error):
             eager.error = None
-        banned = [m for m in eager.mutations if m.frame is not None]
+        if constant_updates.failed_on_constant(facts.message):
+            updated = constant_updates.diagnostics(eager.mutations, built.module, sources, name)
+            if updated:
+                return updated
+        banned = [m for m in eager.mutations if m.frame is not None and m.kind != "tensor-attribute"]
         if banned:
             out = []
             for m in banned:

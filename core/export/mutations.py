@@ -32,9 +32,9 @@ _INPLACE_DUNDER = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloor
 
 @dataclass(frozen=True)
 class Mutation:
-    kind: str  # "input-metadata" | "parameter"
+    kind: str  # "input-metadata" | "parameter" | "tensor-attribute"
     op: str
-    name: str  # the input's or parameter's name
+    name: str  # the input's or parameter's name; a tensor attribute's torch path
     frame: Frame | None
 
 
@@ -46,22 +46,29 @@ class EagerOutcome:
 
 
 class _Watch(TorchFunctionMode):
-    def __init__(self, inputs: dict[int, str], params: dict[int, str], path: str, sources: Sources | None = None) -> None:
+    def __init__(
+        self, inputs: dict[int, str], params: dict[int, str], path: str, sources: Sources | None = None, attributes: dict[int, str] | None = None
+    ) -> None:
         super().__init__()
         self.inputs = inputs
         self.params = params
+        self.attributes = attributes or {}
         self.path = path
         self.sources = sources
         self.found: list[Mutation] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         name = getattr(func, "__name__", "")
-        if args and isinstance(args[0], torch.Tensor) and (name.endswith("_") and not name.endswith("__") or name in _INPLACE_DUNDER):
+        if args and isinstance(args[0], torch.Tensor) and (name.endswith("_") and not name.endswith("__") or name in _INPLACE_DUNDER or name == "__setitem__"):
             key = id(args[0])
             if name in METADATA_INPLACE and key in self.inputs and name != "requires_grad_":
                 self.found.append(Mutation("input-metadata", name, self.inputs[key], self._where()))
             elif key in self.params and name not in METADATA_INPLACE:
                 self.found.append(Mutation("parameter", name, self.params[key], self._where()))
+            elif key in self.attributes and name not in METADATA_INPLACE:
+                # A plain tensor attribute updated in place (a KV cache's slice
+                # assignment): export keeps it as a constant, and refuses the update.
+                self.found.append(Mutation("tensor-attribute", name, self.attributes[key], self._where()))
         return func(*args, **(kwargs or {}))
 
     def _where(self) -> Frame | None:
@@ -82,7 +89,7 @@ def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         if isinstance(leaf, torch.Tensor):
             inputs[id(leaf)] = _input_name(keypath)
     params = {id(p): n for n, p in module.named_parameters() if p.requires_grad}
-    watch = _Watch(inputs, params, path, sources)
+    watch = _Watch(inputs, params, path, sources, tensor_attributes(module))
     outcome = EagerOutcome()
     try:
         with torch.no_grad(), watch:
@@ -92,6 +99,18 @@ def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         outcome.frames = frames_of(e)
     outcome.mutations = watch.found
     return outcome
+
+
+def tensor_attributes(module: torch.nn.Module) -> dict[int, str]:
+    """id -> torch path (``layers.0.attention.cache_k``) of every plain tensor attribute
+    of the module and its submodules: a tensor in ``__dict__``, neither a parameter nor
+    a buffer (those live in ``_parameters``/``_buffers``)."""
+    found: dict[int, str] = {}
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for attr, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                found.setdefault(id(value), f"{prefix}.{attr}" if prefix else attr)
+    return found
 
 
 def _input_name(keypath: tuple[Any, ...]) -> str:

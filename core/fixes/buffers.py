@@ -15,6 +15,13 @@ assignment, in every target that runs it), left out when they are known not to
 (in any of them), and otherwise offered with a title
 that says a matching shape is needed.
 
+The same edit fixes a tensor attribute that ``forward`` updates in place
+(``self.cache_k[:bsz, pos] = xk``, ``self.steps += 1``, ``self.cache.copy_(x)``: the
+error export fails with). Checked with torch 2.13 on Meta's reference Llama's cache
+pattern (slice assignment, and ``self.cache_k = self.cache_k.to(xq)`` beside it): a
+registered buffer's in-place update exports as a ``BUFFER_MUTATION``, and its shape
+cannot change, so the fix is preferred.
+
 Offered only when the edit is certain to run as written: the class is in this file,
 its ``__init__`` assigns the attribute exactly once, to something that is not
 ``None``, after calling ``super().__init__()`` (``register_buffer`` needs it), and
@@ -71,6 +78,26 @@ def _value_line(stmt: ast.Assign | ast.AnnAssign, method: ast.AST) -> int:
     return max(bound, key=lambda n: n.lineno).lineno if bound else stmt.lineno
 
 
+def _updated_in_place(stmt: ast.stmt, me: str) -> str | None:
+    """The attribute ``stmt`` updates in place, when it does: ``self.x[...] = v``,
+    ``self.x[...] += v``, ``self.x += v`` or ``self.x.copy_(v)`` (a trailing ``_``)."""
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = [t for t in stmt.targets if isinstance(t, ast.Subscript)]
+    elif isinstance(stmt, ast.AugAssign):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        method = stmt.value.func
+        if method.attr.endswith("_") and not method.attr.endswith("__"):
+            targets = [method.value]
+    attrs = set()
+    for target in targets:
+        while isinstance(target, ast.Subscript):
+            target = target.value
+        attrs.add(nodes.self_attribute(target, me))
+    return attrs.pop() if len(attrs) == 1 and None not in attrs else None
+
+
 def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
     tree = nodes.parse(source)
     found = nodes.statement_at(tree, diagnostic) if tree is not None else None
@@ -78,10 +105,16 @@ def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
         return []
     stmt, parents = found
     method = nodes.enclosing_function(parents)
-    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or method is None or not method.args.args:
+    if method is None or not method.args.args:
         return []
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    attrs = {nodes.self_attribute(t, method.args.args[0].arg) for t in targets}
+    in_place = _updated_in_place(stmt, method.args.args[0].arg)
+    if in_place is not None:
+        attrs: set[str | None] = {in_place}
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        attrs = {nodes.self_attribute(t, method.args.args[0].arg) for t in targets}
+    else:
+        return []
     if len(attrs) != 1 or None in attrs:
         return []
     [attr] = attrs
@@ -113,8 +146,13 @@ def fixes(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
         return []
     value = segment(source.split("\n"), assign.value)
     new = f"{me}.register_buffer({attr!r}, {value}, persistent=False)"
+    if in_place is not None:
+        # Updated in place: the buffer keeps the shape its __init__ gives it.
+        title = f"register `{attr}` as a buffer in `{owner.name}.__init__` (export then records each in-place update)"
+        return [Fix(title, diagnostic, (replace_node(assign, new),), preferred=True)]
     # The edit changes the class for every target that runs this assignment (each
     # reports it here), so the shapes must fit in each of them, not only in this one.
+    assert isinstance(stmt, (ast.Assign, ast.AnnAssign))
     into, line = literal_shape(assign.value), _value_line(stmt, method)
     running = dict.fromkeys(
         [diagnostic.target]

@@ -313,3 +313,46 @@ def test_no_no_grad_fix_where_it_would_not_be_the_statement_alone() -> None:
     for why, (source, statement) in cases.items():
         d = _diag(source, "banned-mutation/parameter", statement, PARAMETER_MESSAGE)
         assert _fixed(source, d) == [], why
+
+
+# ---------------------------------------------------------------- a tensor attribute updated in place
+
+KV_CACHE = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wk = nn.Linear(8, 8)
+            self.cache_k = torch.zeros(2, 16, 8)
+            self.steps = torch.zeros(1)
+
+        def forward(self, x, start: int = 0):
+            bsz, n, _ = x.shape
+            self.cache_k[:bsz, start : start + n] = self.wk(x)
+            self.steps += 1
+            self.steps.add_(1)
+            return self.cache_k[:bsz, : start + n].sum(1)
+    """
+)
+KV_MESSAGE = (
+    "`self.layers[0].attention.cache_k` and `self.layers[1].attention.cache_k` are tensor attributes, not registered buffers, that "
+    "`forward` updates in place: ... Register it in `Attention.__init__` with `self.register_buffer('cache_k', ..., persistent=False)`: ..."
+)
+
+
+def test_a_tensor_attribute_updated_in_place_is_registered_as_a_buffer() -> None:
+    """Issue 22: the error export fails with (Meta's Llama's KV cache) has the
+    register-buffer fix, preferred: an in-place update keeps the buffer's shape."""
+    d = _diag(KV_CACHE, "banned-mutation/tensor-attribute", "self.cache_k[:bsz, start : start + n] = self.wk(x)", KV_MESSAGE)
+    d = Diagnostic(d.code, d.message, d.line, d.column, d.end_line, d.end_column, "llama", level="error")
+    [(title, preferred, text)] = _fixed(KV_CACHE, d)
+    assert text == KV_CACHE.replace("self.cache_k = torch.zeros(2, 16, 8)", "self.register_buffer('cache_k', torch.zeros(2, 16, 8), persistent=False)")
+    assert preferred and "in-place update" in title
+    message = KV_MESSAGE.replace("cache_k", "steps")
+    for statement in ("self.steps += 1", "self.steps.add_(1)"):
+        [(_, preferred, text)] = _fixed(KV_CACHE, _diag(KV_CACHE, "banned-mutation/tensor-attribute", statement, message))
+        assert preferred and "self.register_buffer('steps', torch.zeros(1), persistent=False)" in text, statement
