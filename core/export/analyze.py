@@ -89,6 +89,19 @@ def classify(facts: ErrorFacts) -> str:
     return "export-error"
 
 
+def build_advice(message: str) -> str:
+    """What to do about a target that failed to build, when its message says more
+    than torch does: a weight initialisation that changes a parameter in place
+    outside ``torch.no_grad()`` (``nn.init`` functions run under it)."""
+    if _PARAM_GRAD in message:
+        return (
+            "\nThe model's construction changes a parameter in place while autograd records it "
+            "(a weight-init function such as `w.normal_()` or `w.mul_(...)` on a parameter): run it under "
+            "`with torch.no_grad():` (as `torch.nn.init` does), or use the `torch.nn.init` functions."
+        )
+    return ""
+
+
 def is_eager_like(facts: ErrorFacts) -> bool:
     """Whether the error looks like the model failing as plain Python would."""
     if set(facts.type_names) & _EAGER_NAMES:

@@ -173,7 +173,7 @@ def _build(candidate: Candidate, loaded: Loaded, sources: Sources, policy: Polic
         detail = str(e).strip()
         found = Diagnostic.at(
             "target-error",
-            f"building target `{name}` raised {type(e).__name__}" + (f": {detail}" if detail else ""),
+            f"building target `{name}` raised {type(e).__name__}" + (f": {detail}" if detail else "") + analyze.build_advice(detail),
             where,
             name,
         )

@@ -100,12 +100,37 @@ def _function_where(fn: Any, index: SourceIndex) -> SourceLine | None:
 
 def _from_factory(fn: Callable[[], Any], what: str, dynamic_shapes: Any = None, strict: bool = False) -> Built:
     result = fn()
+    if isinstance(result, dict):
+        return _from_declaration(result, what, dynamic_shapes, strict)
     if not isinstance(result, tuple) or len(result) not in (2, 3):
-        raise TargetError(f"{what} must return (module, args) or (module, args, kwargs), not {type(result).__name__}")
+        raise TargetError(f"{what} must return (module, args), (module, args, kwargs) or a dict of the module globals' names, not {type(result).__name__}")
     module = _check_module(result[0], f"the module {what} returns")
     args = _check_args(result[1], f"the args {what} returns")
     kwargs = _check_kwargs(result[2] if len(result) == 3 else None, f"the kwargs {what} returns")
     return Built(module, args, kwargs, dynamic_shapes, strict)
+
+
+_DECLARATION_KEYS = ("model", "example_args", "example_kwargs", "dynamic_shapes", "strict")
+
+
+def _from_declaration(found: dict[str, Any], what: str, dynamic_shapes: Any, strict: bool) -> Built:
+    """A factory that returns a dict with the module globals' names (``model``,
+    ``example_args``, and optionally ``example_kwargs``, ``dynamic_shapes``,
+    ``strict``): the one way a ``pyproject.toml`` target declares dynamic shapes or
+    strict mode. Its values win over the decorator's and the defaults."""
+    unknown = [k for k in found if k not in _DECLARATION_KEYS]
+    if unknown:
+        raise TargetError(f"the dict {what} returns has unknown key(s) {', '.join(map(repr, unknown))}: it takes {', '.join(_DECLARATION_KEYS)}")
+    for key in ("model", "example_args"):
+        if key not in found:
+            raise TargetError(f"the dict {what} returns has no {key!r}")
+    chosen = found.get("strict", strict)
+    if not isinstance(chosen, bool):
+        raise TargetError(f"'strict' in the dict {what} returns must be True or False, not {type(chosen).__name__}")
+    module = _check_module(found["model"], f"'model' in the dict {what} returns")
+    args = _check_args(found["example_args"], f"'example_args' in the dict {what} returns")
+    kwargs = _check_kwargs(found.get("example_kwargs"), f"'example_kwargs' in the dict {what} returns")
+    return Built(module, args, kwargs, found.get("dynamic_shapes", dynamic_shapes), chosen)
 
 
 def discover(module: types.ModuleType, index: SourceIndex, *, strict_default: bool, pyproject_entries: list[str], root: str | None) -> list[Candidate]:
