@@ -264,6 +264,32 @@ def message_for(code: str, facts: ErrorFacts, target: str, statement: str | None
     return msg
 
 
+def library_place(path: str) -> str:
+    """A library file as people name it: from its package folder on
+    (``transformers/models/gpt_neox/modeling_gpt_neox.py``), else its folder and name."""
+    parts = path.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index(marker) :])
+    return "/".join(parts[-2:])
+
+
+def eager_failure_message(target: str, facts: ErrorFacts, library: Frame | None, library_line: str = "", called: bool = True) -> str:
+    """What an ``eager-error`` found by running the model once without export says:
+    that it fails without export too, what raised, where in a library when the
+    innermost frame is one (``library``: that frame, its code ``library_line``), and
+    whether a line of the user's called it (``called``: the diagnostic stands there)."""
+    detail = clean_message(facts.message)
+    kind = next(iter(facts.type_names), "an exception")
+    head = f"`{target}` fails without export too: running it once on the example inputs raises {kind}" + (f": {detail}" if detail else "")
+    if library is None:
+        return head
+    code_text = f" (`{library_line}`)" if library_line else ""
+    where = f"\nIt is raised inside a library, at {library_place(library.file)}:{library.line}{code_text}"
+    where += ", in the call this line makes." if called else "; no line of your files is on the stack (the model's code is the library's)."
+    return head + where
+
+
 # -- locating ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ worker knows which target a crash or a hang belongs to, and returns the ``FileRe
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import linecache
 import os
@@ -344,10 +345,7 @@ def diagnose_failure(
                 out.append(Diagnostic.at(mcode, f"`{m.op}` on {what}: " + analyze.message_for(mcode, facts, name), where, name))
             return out
         if eager.error is not None and code != "banned-mutation/parameter":
-            efacts = _facts(eager.error)
-            if sources.deepest(efacts.frames) is not None:
-                where = analyze.locate(efacts, path, index, candidate.where, sources)
-                return [Diagnostic.at("eager-error", analyze.message_for("eager-error", efacts, name), where, name)]
+            return [_eager_failure(eager.error, candidate, loaded, sources)]
         if code.startswith("banned-mutation/"):
             code = "export-error"
     elif analyze.is_eager_like(facts) and sources.deepest(facts.frames) is not None:
@@ -367,6 +365,38 @@ def _example_outside_its_range(failure: BaseException, built: Built, candidate: 
     ``dim_ranges``); nothing when the message is another violation."""
     found = dim_ranges.outside(built.module, built.args, built.kwargs, built.dynamic_shapes, str(failure))
     return dim_ranges.diagnose(found, candidate, index, _extent(candidate, index)) if found else []
+
+
+def _eager_failure(error: BaseException, candidate: Candidate, loaded: Loaded, sources: Sources) -> Diagnostic:
+    """The model fails without export too (its one eager run raised): an
+    ``eager-error`` at the deepest line of the user's files -- the call into a library
+    when the error is raised inside one, named with its place as related information
+    -- else at the target's declaration."""
+    facts = _facts(error)
+    mine = sources.deepest(facts.frames)
+    library = _library_frame(facts.frames, mine, sources)
+    where = analyze.locate(facts, loaded.path, loaded.index, candidate.where, sources) if mine is not None else candidate.where
+    library_line = linecache.getline(library.file, library.line).strip() if library is not None else ""
+    message = analyze.eager_failure_message(candidate.decl.name, facts, library, library_line, called=mine is not None)
+    related = (Related(os.path.realpath(library.file), library.line, f"raised here, in {analyze.library_place(library.file)}"),) if library is not None else ()
+    return Diagnostic.at("eager-error", message, where, candidate.decl.name, related)
+
+
+_CORE = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # exportlens.core
+
+
+def _library_frame(frames: tuple[Frame, ...], mine: Frame | None, sources: Sources) -> Frame | None:
+    """The innermost frame below the user's deepest one that is a library's own code:
+    not the user's, not torch's (an op that raised is the caller's mistake, not
+    torch's place to fix) and not exportlens's (the eager run's watch)."""
+    below = list(frames)[list(frames).index(mine) + 1 :] if mine is not None else list(frames)
+    torch_dir = os.path.dirname(os.path.realpath(importlib.util.find_spec("torch").origin or "")) + os.sep  # type: ignore[union-attr]
+    for frame in reversed(below):
+        real = os.path.realpath(frame.file)
+        if sources.is_user(frame.file) or real.startswith((torch_dir, _CORE)) or not real.endswith(".py"):
+            continue
+        return frame
+    return None
 
 
 def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
