@@ -91,6 +91,8 @@ def target_json(t: TargetResult) -> dict[str, Any]:
         out["weights_note"] = t.weights_note
     if t.status == "ok" and t.signature is not None:
         out["signature"] = signature_json(t.signature)
+    if t.run is not None:
+        out["run"] = {"status": t.run.status, "reason": t.run.reason or None, "run_ms": round(t.run.run_ms, 1) if t.run.run_ms is not None else None}
     if t.lowerings:
         out["lowering"] = lowerings_json(t.lowerings)
     return out
@@ -241,9 +243,12 @@ def target_header(path: str, t: TargetResult) -> str:
     weights = weights_phrase(t)
     made = f" with {weights}" if weights else ""
     where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
+    # A run that went as expected says nothing; one that failed or did not happen says so
+    # (not for fake weights alone: "with fake weights" says it).
+    ran = f"; {t.run.describe()}" if t.run is not None and t.run.status != "ok" and not (t.run.status == "skipped" and t.weights == "fake") else ""
     lowered = "".join(f"; {low.describe()}" for low in t.lowerings)
     note = f"\n  weights: {t.weights_note}" if t.weights_note else ""
-    return f"{t.name} ({where}): {t.status}{took}{made}{lowered}{note}"
+    return f"{t.name} ({where}): {t.status}{took}{made}{ran}{lowered}{note}"
 
 
 def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str | None = None, concise: bool = False, style: Style | None = None) -> str:

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, constant_updates, deps, dim_ranges, libraries, shapes_spec, signature_checks
+from exportlens.core.export import analyze, attributes, constant_updates, deps, dim_ranges, libraries, program_run, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
@@ -252,9 +252,12 @@ def export_target(
         fallback=candidate.where,
     )
     module_class = _class_line(type(built.module), sources)
+    run, failed = program_run.check(ep, built, candidate, sources)
+    found += failed
+    mark(f"job: {name} run on its example inputs: {run.status}")
     graph = graph_text(ep)
     mark(f"job: {name} checked, graph text")
-    result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class, weights=weights, weights_note=weights_note)
+    result = TargetResult(name, line, "ok", export_ms, signature, graph, _program_bytes(ep, found), module_class=module_class, weights=weights, weights_note=weights_note, run=run)
     mark(f"job: {name} program encoded")
     if lower:  # after the export, in the same job: the same timeout and memory cap
         from exportlens.core.export.lowering import lower_target, values_needed

@@ -129,6 +129,25 @@ TargetStatus = Literal["ok", "error"]
 
 
 @dataclass(frozen=True)
+class ProgramRun:
+    """The exported program run once on the example inputs, after the export
+    (``core/export/program_run``): ``ok``; ``failed`` (an ``eager-error`` says where);
+    ``skipped`` when that was not cheap or not meaningful, ``reason`` saying why."""
+
+    status: Literal["ok", "failed", "skipped"]
+    reason: str = ""
+    run_ms: float | None = None
+
+    def describe(self) -> str:
+        """``runs on the example inputs (3 ms)``, ``not run on the example inputs: ...``."""
+        if self.status == "ok":
+            return "runs on the example inputs" + (f" ({self.run_ms:.0f} ms)" if self.run_ms is not None else "")
+        if self.status == "failed":
+            return "the program fails on the example inputs"
+        return f"not run on the example inputs: {self.reason}"
+
+
+@dataclass(frozen=True)
 class TargetResult:
     name: str
     line: int
@@ -155,6 +174,9 @@ class TargetResult:
     # Why, when there is something to say: why real weights were used (a fallback), or
     # why values were not available to a step that wanted them.
     weights_note: str = ""
+    # The program run on the example inputs after the export; None when the export
+    # failed (or the result is older than the check).
+    run: ProgramRun | None = None
 
     def lowering(self, format: str) -> Lowering | None:
         """The record of lowering to ``format``, if it was asked for."""
@@ -245,6 +267,7 @@ __all__ = [
     "Diagnostic",
     "Fallback",
     "FileResult",
+    "ProgramRun",
     "Related",
     "TargetDecl",
     "TargetResult",

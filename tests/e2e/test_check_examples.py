@@ -177,6 +177,8 @@ def test_a_malformed_pyproject_declaration_is_reported(tmp_path: Any) -> None:
     )
     code, doc = check_json(str(tmp_path / "models.py"))
     assert code == 1
-    [diag] = doc["files"][0]["diagnostics"]
-    assert diag["code"] == "target-error" and "must be a list" in diag["message"]
-    assert doc["files"][0]["targets"][0]["status"] == "ok"  # the globals target still exports
+    models, pyproject = doc["files"]  # the problem is pyproject.toml's, located there (issue 22)
+    assert models["diagnostics"] == [] and pyproject["path"].endswith("pyproject.toml")
+    [diag] = pyproject["diagnostics"]
+    assert diag["code"] == "target-error" and "must be a list" in diag["message"] and diag["line"] == 2
+    assert models["targets"][0]["status"] == "ok"  # the globals target still exports

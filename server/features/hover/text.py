@@ -154,7 +154,8 @@ def signature_block(m: Markup, sig: Signature, here: str | None = None) -> str:
 def target_title(m: Markup, target: TargetResult) -> str:
     if target.status == "ok":
         took = f" in {target.export_ms:.0f} ms" if target.export_ms is not None else ""
-        return f"{m.bold(target.name)} · export ok{took}"
+        ran = f" · {target.run.describe()}" if target.run is not None else ""
+        return f"{m.bold(target.name)} · export ok{took}{ran}"
     took = f" after {target.export_ms:.0f} ms" if target.export_ms is not None else ""
     return f"{m.bold(target.name)} · export {target.status}{took}"
 

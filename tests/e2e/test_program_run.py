@@ -1,0 +1,69 @@
+"""A model that exports but cannot run is not reported as exported (issue 22): the
+block ``nn.Linear(8, 8)`` then ``nn.Linear(8, 4).double()`` in ``mymodels/blocks.py``
+exports (fake tensors do not check dtypes) and fails when called; the exported
+program, run once on the example inputs, says so at the block's line, in every format."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from tests.conftest import run_cli
+from tests.workspaces import mymodels_workspace
+
+BLOCKS = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+            self.b = nn.Linear(8, 4).double()
+
+        def forward(self, x):
+            y = self.a(x)
+            return self.b(y)
+    """
+)
+NET = textwrap.dedent(
+    '''\
+    import torch
+    from torch import nn
+
+    from mymodels.blocks import Block
+
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x)
+
+
+    def make_net():
+        return Net(), (torch.randn(2, 8),)
+    '''
+)
+LINE = BLOCKS.splitlines().index("        return self.b(y)") + 1
+
+
+def test_a_program_that_does_not_run_is_an_error_at_the_failing_line(tmp_path: Path) -> None:
+    mymodels_workspace(tmp_path, blocks=BLOCKS, net=NET)
+    proc = run_cli("check", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # was 0: "1 exported, no diagnostics"
+    [entry] = json.loads(proc.stdout)["files"]
+    [d] = entry["diagnostics"]
+    assert (d["code"], d["file"], d["line"]) == ("eager-error", "mymodels/blocks.py", LINE)
+    assert "mat1 and mat2 must have the same dtype" in d["message"]
+    [target] = entry["targets"]
+    assert target["status"] == "ok" and target["run"]["status"] == "failed"
+
+    text = run_cli("check", cwd=tmp_path).stdout
+    assert f"mymodels/blocks.py:{LINE}:9: error[eager-error]: `make_net` exports, but the exported program fails" in text
+    assert "make_net (mymodels/net.py:16): ok, exported in " in text and "; the program fails on the example inputs" in text
