@@ -44,18 +44,13 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n} bytes"
 
 
-def _weights(built: Built) -> str:
-    # "real" until the weights policy says otherwise (Built.weights: "real" | "fake").
-    return str(getattr(built, "weights", "real"))
-
-
 def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tuple[ProgramRun, list[Diagnostic]]:
     """Run ``ep`` on ``built``'s example inputs when that is cheap; what happened, and
     the diagnostic of a node that failed."""
     import torch
     from torch.utils import _pytree as pytree
 
-    if _weights(built) != "real":
+    if built.weights != "real":
         return ProgramRun("skipped", "the model was built with fake weights; real ones are needed to run it"), []
     try:
         flat = ep._graph_module_flat_inputs(built.args, built.kwargs or {})

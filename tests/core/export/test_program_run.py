@@ -74,7 +74,7 @@ def test_a_program_that_runs_is_ok(tmp_path: Path) -> None:
 
 def test_never_with_fake_weights(tmp_path: Path) -> None:
     ep, built, candidate, sources = _setup(tmp_path, mixed=True)
-    built.weights = "fake"  # type: ignore[attr-defined]  # Built.weights: "real" | "fake"
+    built.weights = "fake"
     run, found = program_run.check(ep, built, candidate, sources)
     assert (run.status, found) == ("skipped", []) and "fake weights" in run.reason
 
