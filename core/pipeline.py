@@ -154,8 +154,9 @@ class Pipeline:
         self._warn = warn or log.warning
         self._reported: set[str] = set()  # each ignored setting is said once
 
-    def request(self, path: str, *, id: int, source: str | None = None) -> ExportRequest:
-        """The request to export ``path`` (its editor text, when ``source`` is given)."""
+    def request(self, path: str, *, id: int, source: str | None = None, overlays: tuple[tuple[str, str], ...] = ()) -> ExportRequest:
+        """The request to export ``path`` (its editor text, when ``source`` is given;
+        ``overlays``: (real path, text) of local modules open with unsaved text)."""
         project = settings_for(path)
         for why in project.ignored:
             if why not in self._reported:
@@ -167,6 +168,7 @@ class Pipeline:
         return ExportRequest(
             id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict,
             lower=tuple(lower), keep_lowered=tuple(f for f in self.overrides.keep_lowered if f in lower), weights=str(weights),
+            overlays=tuple(sorted(overlays)),
         )
 
     def cache_dir(self, path: str) -> Path:

@@ -23,7 +23,7 @@ from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
-from exportlens.server import pyproject_view, views
+from exportlens.server import overlays, pyproject_view, views
 from exportlens.server.features import diagnostics, lenses
 from exportlens.server.features import hints as hint_features
 from exportlens.server.features.hints import HintIndex
@@ -74,7 +74,8 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
         return
     state.declares, state.view = True, False
     pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
-    request = pipeline.request(state.path, id=server.bridge.next_id(), source=text)
+    # The project's other open modules as their buffers hold them (``overlays``).
+    request = pipeline.request(state.path, id=server.bridge.next_id(), source=text, overlays=await overlays.for_export(server, state.path))
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
     server.fresh.discard(uri)
     result = None if fresh else await _lookup(server, pipeline, request)

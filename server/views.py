@@ -7,15 +7,17 @@ elsewhere; the file being edited is the module. Its result is the view
 imported it: the diagnostics at its lines (related information names the target)
 and the specs whose lines are there, for hovers. Each model file's result comes from
 what is already open (the declaring file's last published result), else the cache
-(the pipeline's lookup, keyed on the module's bytes on disk), else an export on the
-server's worker bridge, stored like any other; a fresh cache never starts a worker.
-Only the model files whose text can reach the module through the project's imports
-are asked (``_model_files``): opening a script that no model imports exports nothing.
+(the pipeline's lookup), else an export on the server's worker bridge, stored like
+any other; a fresh cache never starts a worker. Only the model files whose text can
+reach the module through the project's imports are asked (``_model_files``):
+opening a script that no model imports exports nothing.
 
-The view is made from the module *on disk* (what the exports read), so its lines
-are the saved file's: the hover index answers only on lines the buffer still has
-unchanged, and a save (or any export of a declaring file that imports the module)
-makes the view again.
+Every export carries the unsaved text of the project's open modules (``overlays``),
+so the view is made from the module's *buffer*, saved or not: typing in
+``blocks.py`` moves its diagnostics after the typing pause, as in a declaring file.
+An open declaring file whose last result was made from another text of the module
+is exported again first (``_stale_open_results``), and its new result makes the view
+again (``refresh``).
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from exportlens.core.cache.keys import file_state
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.project.files import SKIP_DIRS, root_of, survey
+from exportlens.server import overlays
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
 
@@ -85,16 +87,6 @@ def _model_files(path: str) -> list[str]:
     return [f for f in survey([root_of(path)]).files if os.path.realpath(f) in reached - {real}]
 
 
-def _disk_text(path: str) -> str | None:
-    try:
-        # The text as the editor's buffer holds it: no BOM (Python skips it too), line
-        # endings as saved (CRLF stays CRLF, so the view is for the buffer's version).
-        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileResult | None, bool]:
     """``file``'s result: the open document's, the cache's, else a fresh export;
     whether it took an export. ``fresh`` (``exportlens.reexport`` on the module): not
@@ -110,7 +102,7 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
                 server.scheduler.schedule(other.uri, delay=False)
             return other.result, False
     pipeline = server.pipeline
-    request = pipeline.request(file, id=server.bridge.next_id())
+    request = pipeline.request(file, id=server.bridge.next_id(), overlays=await overlays.for_export(server, file))
     found = None if fresh else await _lookup(server, pipeline, request)
     if found is not None:
         return found, False
@@ -129,17 +121,20 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     files = await loop.run_in_executor(server.io, _model_files, state.path)
     fresh = state.uri in server.fresh
     server.fresh.discard(state.uri)
+    # The buffer, saved or not: the exports import the module from its unsaved text
+    # (``overlays``), so the view is of the text as it is being typed.
+    document = server.workspace.get_text_document(state.uri)
+    text, version = document.source, document.version
     got = [await result_of(server, f, fresh) for f in files]
     results = [r for r, _ in got if r is not None]
     exported = any(e for _, e in got)
-    text = await loop.run_in_executor(server.io, _disk_text, state.path)
-    now = await loop.run_in_executor(server.io, file_state, state.path)
+    now = await loop.run_in_executor(server.io, overlays.state_of, server, state, text)
     if _stale_open_results(server, state.path, now, files):
         return  # their exports run now, and make this view again (``refresh``) when done
     if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:
         return  # a newer run (or a close) came in
     had = state.result is not None
-    view = view_for(state.path, results) if text is not None else None
+    view = view_for(state.path, results)
     if view is not None and not view.targets and not view.diagnostics:
         view = None  # no target runs this file: nothing to show, as for any other file
     # Only a view that shows something makes this a model module: a plain file whose
@@ -148,23 +143,22 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     state.result, state.from_cache, state.index, state.hints = view, not exported, None, None
     if view is None:
         if had:
-            state.result_lines = split_lines(_current(server, state))
+            state.result_lines = split_lines(text)
             diagnostics.publish(server, state)
         return
-    assert text is not None
     state.result_lines = split_lines(text)
-    # The document's version only when the buffer is what the view was made from.
-    state.result_version = state.version if _current(server, state) == text else None
+    state.result_version = version  # the results were made from this text (``_stale_open_results``)
     diagnostics.publish(server, state)
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(build_index(server, state, text, view))
 
 
 def _stale_open_results(server: Host, module: str, now: str | None, files: list[str]) -> bool:
-    """Whether an open declaring file's last result was made from other bytes of
-    ``module`` than those on disk now (the module was just saved): a view made from it
-    would show what the saved module no longer does, e.g. a diagnostic a quick fix
-    removed. Those files are exported again; True when there were any."""
+    """Whether an open declaring file's last result was made from another text of
+    ``module`` than the one it has now (``now``: its buffer's state, saved or not): a
+    view made from it would show what the module no longer does -- lines the typing
+    moved, a diagnostic a quick fix removed. Those files are exported again (with the
+    buffer's text); True when there were any."""
     real, wanted = os.path.realpath(module), {os.path.realpath(f) for f in files}
     stale = False
     for other in list(server.documents.values()):
@@ -176,10 +170,6 @@ def _stale_open_results(server: Host, module: str, now: str | None, files: list[
             server.scheduler.schedule(other.uri, delay=False)
             stale = True
     return stale
-
-
-def _current(server: Host, state: DocumentState) -> str:
-    return server.workspace.get_text_document(state.uri).source
 
 
 def refresh(server: Host, result: FileResult) -> None:

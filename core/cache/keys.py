@@ -247,6 +247,19 @@ def dependency_bytes(path: str) -> bytes | None:
         os.close(fd)
 
 
+def states_now(request: ExportRequest, deps: list[str]) -> list[str]:
+    """Each dependency's state for ``request``: the state of its overlay text (a module
+    open in the editor with unsaved text, which the job imports instead of the file),
+    else the file's now ("" when it cannot be read: ``second_key`` then misses)."""
+    overlays = {path: overlay_text_state(text) for path, text in request.overlays}
+    return [overlays.get(dep) or file_state(dep) or "" for dep in deps]
+
+
+def overlay_text_state(text: str) -> str:
+    """The state of a module run from ``text`` (as ``core/export/loader`` records it)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def second_key(
     key1: str, deps: list[str], states: list[str] | None = None, libraries: list[str] | None = None, library_states: list[str] | None = None
 ) -> str | None:

@@ -61,6 +61,7 @@ from exportlens.core.cache.keys import (
     first_key,
     second_key,
     source_bytes,
+    states_now,
     token_first_key,
 )
 from exportlens.core.cache.policy import cacheable, still_missing
@@ -273,7 +274,7 @@ class ResultCache:
             if libraries is None:
                 self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad library list"))
                 return None
-            key2 = second_key(key1, deps, libraries=libraries)
+            key2 = second_key(key1, deps, states_now(request, deps) if request.overlays else None, libraries=libraries)
             result = self._entry(key2, request) if key2 is not None else None
             if result is None or key2 is None:  # a local module may have changed in comments only
                 return self._lookup_moved(request, source)
@@ -302,6 +303,8 @@ class ResultCache:
         """The result of a text with the same tokens (only comments or blank lines
         differ), its lines moved to ``source``; None when there is none or it cannot
         be moved soundly."""
+        if request.overlays:
+            return None  # a module's unsaved text: its lines are the buffer's, not the stored text's
         tokens = tokens_of(source)
         if tokens is None or tokens.introspects:
             return None
@@ -371,9 +374,12 @@ class ResultCache:
             if hashlib.sha256(source).digest() != digest:
                 log.debug("%s changed while it was exported; not cached", request.path)
                 return
+            overlaid = {p for p, _ in request.overlays}
             for i, dep in enumerate(deps):
                 if states is not None and states[i] == ABSENT:
                     continue  # if it appeared since, the key's "absent" simply never hits
+                if dep in overlaid:
+                    continue  # keyed by the text it ran from, not by the disk's
                 try:
                     if os.stat(dep).st_mtime_ns > looked_up_ns:
                         log.debug("%s changed while %s was exported; not cached", dep, request.path)

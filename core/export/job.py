@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from exportlens.core.export import analyze, attributes, constant_updates, deps, dim_ranges, libraries, program_run, shapes_spec, signature_checks
 from exportlens.core.export.analyze import ErrorFacts
-from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports
+from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports, sources_of
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
 from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
@@ -56,15 +56,15 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     libraries.reset()
     libraries.unshadow([request.root, module_name_for(request.path)[1]])
     with policy.constructing(), libraries.watching(request.root or module_name_for(request.path)[1]):
-        loaded = load(request.path, request.source, request.root)
+        loaded = load(request.path, request.source, request.root, request.overlays)
     mark("job: model file run")
     if loaded.error is not None:
         try:
-            note = policy.after_failure(loaded.error, _where(loaded.error, Sources(loaded.index, loaded.root)))
+            note = policy.after_failure(loaded.error, _where(loaded.error, sources_of(loaded)))
         except RealWeightsNeeded as e:
             return FileResult(path=request.path, fallbacks=(Fallback(None, e.reason),))
         loaded.diagnostics = [annotate(d, note) if d.code == "import-error" else d for d in loaded.diagnostics]
-    sources = Sources(loaded.index, loaded.root)
+    sources = sources_of(loaded)
     diagnostics = list(loaded.diagnostics)
     results: list[TargetResult] = []
     needed: dict[str | None, str] = {}
@@ -196,7 +196,7 @@ def export_target(
     policy wants it run again with real weights."""
     import torch
 
-    sources = sources or Sources(loaded.index, loaded.root)
+    sources = sources or sources_of(loaded)
     policy = policy or Policy("real", DEFAULT_MEMORY_MB)
     name, line = candidate.decl.name, candidate.decl.line
 
@@ -297,7 +297,7 @@ def diagnose_failure(
     failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: Sources | None = None, policy: Policy | None = None
 ) -> list[Diagnostic]:
     name, path, index = candidate.decl.name, loaded.path, loaded.index
-    sources = sources or Sources(index, loaded.root)
+    sources = sources or sources_of(loaded)
     policy = policy or Policy("real", DEFAULT_MEMORY_MB)
     facts = _facts(failure)
     code = analyze.classify(facts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
+import linecache
 import os
 import stat
 import sys
@@ -42,9 +43,17 @@ class Loaded:
     local_imports: list[str] = field(default_factory=list)
     local_import_hashes: list[str] = field(default_factory=list)
     root: str | None = None  # the local modules' root
+    # real path -> text of the local modules the run imports from an editor's buffer
+    overlays: dict[str, str] = field(default_factory=dict)
     modules_before: set[str] = field(default_factory=set)  # sys.modules before the file ran
     missing_modules: list[str] = field(default_factory=list)  # top-level names found nowhere
     error: BaseException | None = None  # what running the file raised, if it did
+
+
+def sources_of(loaded: Loaded) -> Sources:
+    """The user's files of the run: the declaring file's index, and each local
+    module's, from its overlay text when it ran from one."""
+    return Sources(loaded.index, loaded.root, loaded.overlays)
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -94,8 +103,12 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def load(path: str, source: str | None, root: str | None) -> Loaded:
+def load(path: str, source: str | None, root: str | None, overlays: tuple[tuple[str, str], ...] = ()) -> Loaded:
+    """Run the file (``source``: its editor text); ``overlays``: (real path, text) of
+    local modules to import from that text, not from the disk (open in the editor,
+    unsaved)."""
     path = os.path.abspath(path)
+    _use_overlays(overlays)
     data: bytes
     if source is None:
         try:
@@ -111,7 +124,7 @@ def load(path: str, source: str | None, root: str | None) -> Loaded:
         text = source if source is not None else data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("utf-8", errors="replace")
-    loaded = Loaded(path, SourceIndex.build(text, path))
+    loaded = Loaded(path, SourceIndex.build(text, path), overlays={p: t for p, t in overlays})
 
     try:
         code = compile(source if source is not None else data, path, "exec", dont_inherit=True)
@@ -192,12 +205,42 @@ class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
     helper rewritten within the same second at the same size (a formatter, a
     checkout, an editor's atomic save) would run its *old* code: a wrong result that
     the cache would then keep.
+
+    A module open in the editor with unsaved text (an overlay) is compiled from that
+    text, and its recorded state is that text's sha256: the result is keyed by what
+    ran, never by the module's bytes on disk.
     """
 
     def get_code(self, fullname: str) -> types.CodeType:
-        source = self.get_data(self.path)
+        source = self._source_bytes()
         _COMPILED[os.path.realpath(self.path)] = hashlib.sha256(source).hexdigest()
         return compile(source, self.path, "exec", dont_inherit=True)
+
+    def get_source(self, fullname: str) -> str | None:
+        overlay = _OVERLAYS.get(os.path.realpath(self.path))
+        return overlay.decode("utf-8", "surrogatepass") if overlay is not None else super().get_source(fullname)
+
+    def _source_bytes(self) -> bytes:
+        overlay = _OVERLAYS.get(os.path.realpath(self.path))
+        return overlay if overlay is not None else self.get_data(self.path)
+
+
+# realpath -> the unsaved text (UTF-8) of a local module open in the editor; its sha256
+# is what ``core.cache.keys.overlay_text_state`` computes from the text.
+_OVERLAYS: dict[str, bytes] = {}
+
+
+def _use_overlays(overlays: tuple[tuple[str, str], ...]) -> None:
+    """Import these modules from their text; their lines (tracebacks, ``inspect``) too."""
+    _OVERLAYS.clear()
+    for path, text in overlays:
+        real = os.path.realpath(path)
+        _OVERLAYS[real] = text.encode("utf-8", "surrogatepass")
+        lines = text.splitlines(keepends=True)
+        # No mtime: linecache never replaces it from the disk (``checkcache`` skips it).
+        linecache.cache[real] = (len(text), None, lines, real)
+        if path != real:
+            linecache.cache[path] = (len(text), None, lines, path)
 
 
 # realpath -> sha256 of the bytes the fresh loader compiled (what really ran).
@@ -302,7 +345,7 @@ def _import_diagnostic(e: BaseException, path: str, index: SourceIndex, root: st
     else:
         detail = str(e).strip()
         message = f"running the module raised {type(e).__name__}" + (f": {detail}" if detail else "")
-    in_module = _in_local_module(e, frames, path, Sources(index, root), message)
+    in_module = _in_local_module(e, frames, path, Sources(index, root, {p: b.decode("utf-8", "surrogatepass") for p, b in _OVERLAYS.items()}), message)
     if in_module is None:
         return Diagnostic.at("import-error", message, where)
     found, module = in_module
@@ -318,7 +361,7 @@ def _in_local_module(e: BaseException, frames: list[Frame], path: str, sources: 
         if module == os.path.realpath(path) or not sources.is_user(module):
             return None
         try:
-            data = _read(module)
+            data = _OVERLAYS.get(module) or _read(module)
         except OSError:
             data = b""
         found = _syntax_diagnostic(e, data)

@@ -85,6 +85,9 @@ class ExportRequest:
     keep_lowered: tuple[str, ...] = ()  # formats whose lowered program's bytes ride in the result (``--save-onnx``, ``--save-pte``)
     weights: str = "auto"  # "auto": large tensors built fake where values are not needed; "real"
     why_real: str = ""  # a run the worker repeats with real weights: why (``core/export/weights``)
+    # (real path, text) of the project's local modules open in the editor with unsaved
+    # text: the job imports each from its text, not from the disk (``core/export/loader``).
+    overlays: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- pool -> zygote

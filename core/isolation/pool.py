@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
 from exportlens.core.isolation import preload_record
+from exportlens.core.isolation.jobclock import WALL_FACTOR
 from exportlens.core.isolation.messages import (
     Cancel,
     Export,
@@ -53,7 +54,6 @@ from exportlens.core.isolation.messages import (
     Retiring,
     WorkerReady,
 )
-from exportlens.core.isolation.jobclock import WALL_FACTOR
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
 from exportlens.core.model.results import FileResult
 

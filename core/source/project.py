@@ -12,7 +12,7 @@ user's: their lines would point at code the user cannot fix. Torch-free.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame
@@ -34,12 +34,15 @@ def _real(path: str) -> str:
 class Sources:
     """The declaring file's index, and every local module's, built on first use."""
 
-    def __init__(self, main: SourceIndex, root: str | None) -> None:
+    def __init__(self, main: SourceIndex, root: str | None, texts: Mapping[str, str] | None = None) -> None:
         self.main = main
         self.main_path = _real(main.path)
         self.root = _real(root) + os.sep if root else None
         self._indexes: dict[str, SourceIndex] = {self.main_path: main}
         self._user: dict[str, bool] = {}
+        # real path -> the text a local module ran from when it is not the disk's (an
+        # editor's unsaved buffer): its lines are that text's.
+        self.texts = dict(texts or {})
 
     def is_user(self, filename: str) -> bool:
         """A ``.py`` file under the project root, outside installed packages."""
@@ -62,6 +65,8 @@ class Sources:
         """The file's index; lines of a module other than the declaring file carry its path."""
         real = _real(filename)
         found = self._indexes.get(real)
+        if found is None and real in self.texts:
+            found = self._indexes[real] = SourceIndex.build(self.texts[real], real, origin=real)
         if found is None:
             try:
                 # utf-8-sig: as Python reads source, a BOM is no character of line 1 (ast refuses it)
