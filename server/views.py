@@ -134,7 +134,7 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:
         return  # a newer run (or a close) came in
     had = state.result is not None
-    view = view_for(state.path, results)
+    view: FileResult | None = view_for(state.path, results)
     if view is not None and not view.targets and not view.diagnostics:
         view = None  # no target runs this file: nothing to show, as for any other file
     # Only a view that shows something makes this a model module: a plain file whose
