@@ -197,7 +197,7 @@ def _section(pyproject: str, data: bytes) -> tuple[dict[str, Any], str | None, t
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        return {}, f"cannot read {pyproject}: {e}", (_first_undecodable_line(data), 1)
+        return {}, f"cannot read {pyproject}: {e}", (data[: e.start].count(b"\n") + 1, 1)
     except tomllib.TOMLDecodeError as e:
         # tomllib says where only in its message (``lineno`` arrives in Python 3.14).
         at = _TOML_POSITION.search(str(e))
@@ -214,15 +214,6 @@ _EXPORTLENS_KEY = re.compile(r"""^\s*(?:\[\s*tool\s*\]\s*$|(?:tool\s*\.\s*)?["']
 
 def _lines(data: bytes) -> list[str]:
     return data.decode("utf-8", errors="replace").splitlines()
-
-
-def _first_undecodable_line(data: bytes) -> int:
-    for number, raw in enumerate(data.splitlines(), start=1):
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return number
-    return 1
 
 
 def _key_line(lines: list[str], key: re.Pattern[str]) -> int:

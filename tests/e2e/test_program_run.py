@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import run_cli
-from tests.workspaces import mymodels_workspace
+from tests.workspaces import MYMODELS_NET, mymodels_workspace
 
 BLOCKS = textwrap.dedent(
     """\
@@ -29,32 +29,11 @@ BLOCKS = textwrap.dedent(
             return self.b(y)
     """
 )
-NET = textwrap.dedent(
-    '''\
-    import torch
-    from torch import nn
-
-    from mymodels.blocks import Block
-
-
-    class Net(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.block = Block()
-
-        def forward(self, x):
-            return self.block(x)
-
-
-    def make_net():
-        return Net(), (torch.randn(2, 8),)
-    '''
-)
 LINE = BLOCKS.splitlines().index("        return self.b(y)") + 1
 
 
 def test_a_program_that_does_not_run_is_an_error_at_the_failing_line(tmp_path: Path) -> None:
-    mymodels_workspace(tmp_path, blocks=BLOCKS, net=NET)
+    mymodels_workspace(tmp_path, blocks=BLOCKS)
     proc = run_cli("check", "--format", "json", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # was 0: "1 exported, no diagnostics"
     [entry] = json.loads(proc.stdout)["files"]
@@ -66,4 +45,5 @@ def test_a_program_that_does_not_run_is_an_error_at_the_failing_line(tmp_path: P
 
     text = run_cli("check", cwd=tmp_path).stdout
     assert f"mymodels/blocks.py:{LINE}:9: error[eager-error]: `make_net` exports, but the exported program fails" in text
-    assert "make_net (mymodels/net.py:16): ok, exported in " in text and "; the program fails on the example inputs" in text
+    declared = MYMODELS_NET.splitlines().index("def make_net():") + 1
+    assert f"make_net (mymodels/net.py:{declared}): ok, exported in " in text and "; the program fails on the example inputs" in text
