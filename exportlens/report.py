@@ -92,7 +92,7 @@ def target_json(t: TargetResult) -> dict[str, Any]:
     if t.status == "ok" and t.signature is not None:
         out["signature"] = signature_json(t.signature)
     if t.run is not None:
-        out["run"] = {"status": t.run.status, "reason": t.run.reason or None, "run_ms": round(t.run.run_ms, 1) if t.run.run_ms is not None else None}
+        out["run"] = {"status": t.run.status, "reason": t.run.reason or None}
     if t.lowerings:
         out["lowering"] = lowerings_json(t.lowerings)
     return out

@@ -85,10 +85,9 @@ def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tupl
     except _TooLong:
         return ProgramRun("skipped", f"it ran longer than {MAX_SECONDS:g} s"), []
     except Exception as e:  # noqa: BLE001 - the model's failure is the finding
-        ms = (time.perf_counter() - started) * 1000
         error = clean_message(runner.error or f"{type(e).__name__}: {e}", 600)
-        return ProgramRun("failed", error, ms), [_diagnostic(error, runner.failed, candidate, sources)]
-    return ProgramRun("ok", "", (time.perf_counter() - started) * 1000), []
+        return ProgramRun("failed", error), [_diagnostic(error, runner.failed, candidate, sources)]
+    return ProgramRun("ok"), []
 
 
 def _diagnostic(error: str, node: Any, candidate: Candidate, sources: Sources) -> Diagnostic:

@@ -136,12 +136,11 @@ class ProgramRun:
 
     status: Literal["ok", "failed", "skipped"]
     reason: str = ""
-    run_ms: float | None = None
 
     def describe(self) -> str:
-        """``runs on the example inputs (3 ms)``, ``not run on the example inputs: ...``."""
+        """``runs on the example inputs``, ``not run on the example inputs: ...``."""
         if self.status == "ok":
-            return "runs on the example inputs" + (f" ({self.run_ms:.0f} ms)" if self.run_ms is not None else "")
+            return "runs on the example inputs"
         if self.status == "failed":
             return "the program fails on the example inputs"
         return f"not run on the example inputs: {self.reason}"

@@ -37,7 +37,8 @@ def _diagnostics(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def _without_weights(target: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in target.items() if k not in ("weights", "weights_note", "export_ms")}
+    # The check run on the example inputs is never made with fake weights (skipped).
+    return {k: v for k, v in target.items() if k not in ("weights", "weights_note", "export_ms", "run")}
 
 
 def _both(path: Path, *, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:

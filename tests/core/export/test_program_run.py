@@ -69,7 +69,7 @@ def test_a_program_that_exports_but_does_not_run_is_an_error_at_the_failing_node
 def test_a_program_that_runs_is_ok(tmp_path: Path) -> None:
     ep, built, candidate, sources = _setup(tmp_path, mixed=False)
     run, found = program_run.check(ep, built, candidate, sources)
-    assert (run.status, found) == ("ok", []) and run.run_ms is not None
+    assert (run.status, found) == ("ok", [])
 
 
 def test_never_with_fake_weights(tmp_path: Path) -> None:
