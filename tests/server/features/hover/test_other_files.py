@@ -10,6 +10,7 @@ from pathlib import Path
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
 from exportlens.server.features.hover.index import HoverIndex
+from exportlens.server.markup import MARKDOWN
 from tests.workspaces import MYMODELS_NET, mymodels_workspace
 
 
@@ -36,12 +37,12 @@ def _result(net: Path) -> FileResult:
 
 def _hover(index: HoverIndex, text: str, line: int, needle: str) -> str | None:
     found = index.hover(line - 1, text.split("\n")[line - 1].index(needle))
-    return found.markdown if found is not None else None
+    return found.text if found is not None else None
 
 
 def test_the_targets_hover_names_the_modules_lines_with_their_file(tmp_path: Path) -> None:
     net = mymodels_workspace(tmp_path)
-    index = HoverIndex.build(str(net), MYMODELS_NET, _result(net))
+    index = HoverIndex.build(str(net), MYMODELS_NET, _result(net), MARKDOWN)
     hover = _hover(index, MYMODELS_NET, 18, "def make_net")
     assert hover is not None
     weight = next(row for row in hover.splitlines() if row.startswith("p_block_fc_weight"))
@@ -52,6 +53,6 @@ def test_the_targets_hover_names_the_modules_lines_with_their_file(tmp_path: Pat
 
 def test_a_modules_line_anchors_nothing_at_that_number_here(tmp_path: Path) -> None:
     net = mymodels_workspace(tmp_path)
-    index = HoverIndex.build(str(net), MYMODELS_NET, _result(net))
+    index = HoverIndex.build(str(net), MYMODELS_NET, _result(net), MARKDOWN)
     assert MYMODELS_NET.split("\n")[9].strip() == "def __init__(self) -> None:"
     assert _hover(index, MYMODELS_NET, 10, "def") is None and _hover(index, MYMODELS_NET, 10, "__init__") is None
