@@ -303,8 +303,6 @@ class ResultCache:
         """The result of a text with the same tokens (only comments or blank lines
         differ), its lines moved to ``source``; None when there is none or it cannot
         be moved soundly."""
-        if request.overlays:
-            return None  # a module's unsaved text: its lines are the buffer's, not the stored text's
         tokens = tokens_of(source)
         if tokens is None or tokens.introspects:
             return None
@@ -318,6 +316,8 @@ class ResultCache:
         if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)) or libraries is None:
             self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
             return None
+        if any(path in deps for path, _ in request.overlays):
+            return None  # a module it imports is unsaved in the editor: its lines are the buffer's, not a stored text's
         maps: list[FileMap] = []
         if old != source:
             lines = line_map(old, source)
@@ -369,6 +369,8 @@ class ResultCache:
         # Key the entry by the dependency states the export itself saw when it has
         # them: re-reading them now races with an edit landing mid-store.
         states = list(result.local_import_hashes) if len(result.local_import_hashes) == len(deps) else None
+        if states is None and request.overlays:
+            states = states_now(request, deps)  # never file a result made from unsaved text under the disk's
         if seen is not None:  # looked up before the export: check nothing moved since
             digest, looked_up_ns = seen
             if hashlib.sha256(source).digest() != digest:

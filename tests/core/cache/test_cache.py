@@ -319,6 +319,34 @@ def test_the_entry_is_keyed_by_the_helper_bytes_the_export_read(project: Project
     assert cache.lookup(project.request()) == result  # the bytes that ran: a hit
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["states-recorded", "no-states"])
+def test_a_result_made_from_a_modules_unsaved_text_is_never_the_disks(recorded: bool, project: Project, cache: ResultCache) -> None:
+    """Issue 22, point 9: the editor exports with the unsaved text of an open module;
+    that result is keyed by the text it ran from (as the job records it, or as the
+    request says when it recorded nothing), never by the module on disk."""
+    typed = project.request(overlays=((str(project.helpers), "WIDTH = 6\n"),))
+    assert cache.lookup(typed) is None
+    result = project.result()
+    if recorded:
+        result = dataclasses.replace(result, local_import_hashes=(cachekey.overlay_text_state("WIDTH = 6\n"),))
+    cache.store(typed, result)
+    assert cache.lookup(project.request()) is None  # the disk's helpers never ran
+    assert cache.lookup(typed) == result
+
+
+def test_a_comment_moved_result_is_served_unless_a_module_it_imports_is_unsaved(project: Project, cache: ResultCache) -> None:
+    """Results whose lines only moved (comments) are served with an unrelated module
+    open in the editor, but not when a module they import is unsaved (their lines
+    would be the stored text's, not the buffer's)."""
+    cache.store(project.request(), project.result())
+    commented = "# a comment\n" + MODEL
+    unrelated = project.request(source=commented, overlays=((str(project.root / "other.py"), "X = 1\n"),))
+    moved = cache.lookup(unrelated)
+    assert moved is not None and moved.diagnostics[0].line == 4 and cache.moved == 1
+    imported = project.request(source=commented, overlays=((str(project.helpers), "WIDTH = 4  # typed\n"),))
+    assert cache.lookup(imported) is None and cache.moved == 1
+
+
 # -- bad entries ---------------------------------------------------------------------
 
 
