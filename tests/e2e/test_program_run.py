@@ -47,3 +47,25 @@ def test_a_program_that_does_not_run_is_an_error_at_the_failing_line(tmp_path: P
     assert f"mymodels/blocks.py:{LINE}:9: error[eager-error]: `make_net` exports, but the exported program fails" in text
     declared = MYMODELS_NET.splitlines().index("def make_net():") + 1
     assert f"make_net (mymodels/net.py:{declared}): ok, exported in " in text and "; the program fails on the example inputs" in text
+
+
+EVERYTHING_FAKE = {"EXPORTLENS_FAKE_MIN_BYTES": "0"}  # small weights built as a 70B model's are
+
+
+def test_never_run_with_fake_weights_and_run_when_the_user_asks_for_real_ones(tmp_path: Path) -> None:
+    """Fake weights hold no values a run could be judged by: the run is skipped and the
+    JSON says why; ``--weights real`` (the user's setting) builds real ones and runs it."""
+    mymodels_workspace(tmp_path, blocks=BLOCKS)
+    proc = run_cli("check", "--format", "json", "--no-cache", cwd=tmp_path, env=EVERYTHING_FAKE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [entry] = json.loads(proc.stdout)["files"]
+    [target] = entry["targets"]
+    assert entry["diagnostics"] == [] and (target["status"], target["weights"]) == ("ok", "fake")
+    assert target["run"]["status"] == "skipped" and "fake weights" in target["run"]["reason"]
+
+    proc = run_cli("check", "--format", "json", "--no-cache", "--weights", "real", cwd=tmp_path, env=EVERYTHING_FAKE)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [entry] = json.loads(proc.stdout)["files"]
+    [target] = entry["targets"]
+    assert (target["weights"], target["run"]["status"]) == ("real", "failed")
+    assert [(d["code"], d["line"]) for d in entry["diagnostics"]] == [("eager-error", LINE)]
