@@ -3,7 +3,7 @@ holds the block whose data-dependent branch fails ``make_net`` (declared for
 ``mymodels/net.py`` in pyproject.toml). Its typed, unsaved text is what the export
 imports, so its diagnostic moves with the typing -- with ``net.py`` open or not --
 and the result made from that text is never served for the module on disk. A syntax
-error in the module is shown in the module's view."""
+error or a failed import in the module is shown in the module's view."""
 
 from __future__ import annotations
 
@@ -56,17 +56,19 @@ async def test_typing_in_a_module_moves_its_diagnostic_before_it_is_saved(tmp_pa
         assert await _diagnostic_lines(client, blocks, fixed) == []
 
 
-async def test_a_syntax_error_in_a_module_is_shown_in_the_module(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["syntax", "import"])
+async def test_a_syntax_or_import_error_in_a_module_is_shown_in_the_module(tmp_path: Path, case: str) -> None:
+    line, text, code = {"syntax": (15, "        y = = 2", "syntax-error"), "import": (5, "import einops_is_not_installed", "import-error")}[case]
     lines = MYMODELS_BLOCKS.splitlines()
-    lines[14] = "        y = = 2"
+    lines[line - 1] = text
     mymodels_workspace(tmp_path, blocks="\n".join(lines) + "\n")
     async with running_server("neovim", tmp_path) as (client, _):
         blocks = Doc(client, tmp_path / "mymodels" / "blocks.py")
         blocks.open()
         [d] = await client.diagnostics_for(blocks.uri, 1)
-        assert (d.code, d.range.start.line, d.severity) == ("syntax-error", 14, types.DiagnosticSeverity.Error)
+        assert (d.code, d.range.start.line, d.severity) == (code, line - 1, types.DiagnosticSeverity.Error)
         assert d.related_information and d.related_information[0].location.uri.endswith("/mymodels/net.py")
         net = Doc(client, tmp_path / "mymodels" / "net.py")
         net.open()
         [shown] = await client.diagnostics_for(net.uri, 1)
-        assert shown.range.start.line == net.line_of("from mymodels.blocks import Block") and shown.message.startswith("blocks.py:15: ")
+        assert shown.range.start.line == net.line_of("from mymodels.blocks import Block") and shown.message.startswith(f"blocks.py:{line}: ")
