@@ -99,13 +99,15 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
-    server.background(_recheck(server, uri, state, result), "checking the files an export read")
+    overlaid = [p for p, _ in request.overlays]
+    server.background(_recheck(server, uri, state, result, overlaid), "checking the files an export read")
 
 
-async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult) -> None:
+async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult, overlaid: list[str]) -> None:
     """Export again if a file the export read changed while it ran: the watcher only
-    learnt of that file from this result, after the change, so no event will come."""
-    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path)
+    learnt of that file from this result, after the change, so no event will come.
+    (Not a module it ran from unsaved text: ``overlaid``.)"""
+    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path, overlaid)
     if changed and state.result is result and server.documents.get(uri) is state:
         names = ", ".join(sorted(os.path.basename(p) for p in changed))
         server.log_message(f"exportlens: {os.path.basename(state.path)} depends on files that changed during its export ({names}); exporting it again", types.MessageType.Log)

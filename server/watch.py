@@ -86,16 +86,19 @@ def stale_by(result: FileResult | None, path: str, pyproject: str | None, paths:
     return stale - {own}
 
 
-def changed_since(result: FileResult, path: str) -> list[str]:
+def changed_since(result: FileResult, path: str, overlaid: Iterable[str] = ()) -> list[str]:
     """The dependencies of ``result`` (of the file ``path``) whose bytes on disk are no
     longer those its export read: a change made while the export ran, before the
     watcher knew the file mattered, which no file event will report again. Hashes
-    them, so it runs off the event loop. Real paths, as file events report them."""
+    them, so it runs off the event loop. Real paths, as file events report them.
+    ``overlaid``: modules the export ran from their unsaved editor text, not from
+    disk (their recorded state is the text's: the disk's differs, and always will)."""
     own, written = os.path.realpath(path), set(result.written)
+    skipped = {os.path.realpath(p) for p in overlaid}
     changed = []
     for dep, seen in zip(result.local_imports, result.local_import_hashes, strict=False):
         real = os.path.realpath(dep)
-        if real == own or dep in written:
+        if real == own or dep in written or real in skipped:
             continue
         now = file_state(dep)
         if now is not None and seen and now != seen:

@@ -13,7 +13,7 @@ import pytest
 
 from exportlens.core.cache.keys import ABSENT
 from exportlens.core.model.results import FileResult
-from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
+from exportlens.server.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
 
 
 class Changes:
@@ -175,6 +175,18 @@ def test_a_change_is_self_caused_while_the_file_holds_what_the_export_left(tmp_p
     gen.unlink()
     removed = FileResult(str(tmp_path / "model.py"), written=(str(gen),), written_hashes=(ABSENT,))
     assert self_caused({str(gen)}, [removed]) == {str(gen)}
+
+
+def test_a_module_run_from_its_unsaved_text_has_not_changed_since(tmp_path: Path) -> None:
+    """A module the export ran from its editor text records that text's state; the
+    disk's bytes differ and always will until it is saved: not a change made during
+    the export (it was one, and the declaring file was exported again without end)."""
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("X = 1")
+    model = str(tmp_path / "model.py")
+    result = FileResult(model, local_imports=(str(helpers),), local_import_hashes=(_sha("X = 2  # typed"),))
+    assert changed_since(result, model) == [os.path.realpath(helpers)]
+    assert changed_since(result, model, [str(helpers)]) == []
 
 
 def test_dependency_folders_are_the_nearest_that_exist(tmp_path: Path) -> None:
