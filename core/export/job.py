@@ -16,9 +16,27 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.export import analyze, attributes, constant_updates, deps, dim_ranges, libraries, program_run, shapes_spec, signature_checks
+from exportlens.core.export import (
+    analyze,
+    attributes,
+    constant_updates,
+    deps,
+    dim_ranges,
+    libraries,
+    program_run,
+    shapes_spec,
+    signature_checks,
+)
 from exportlens.core.export.analyze import ErrorFacts
-from exportlens.core.export.loader import Loaded, frames_of, load, looked_up, module_name_for, record_imports, sources_of
+from exportlens.core.export.loader import (
+    Loaded,
+    frames_of,
+    load,
+    looked_up,
+    module_name_for,
+    record_imports,
+    sources_of,
+)
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
 from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
