@@ -29,7 +29,6 @@ import asyncio
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_server import WarmTorch  # noqa: E402
 
 from tests.server.lsp_client import Doc, RecordingClient, running_server  # noqa: E402
 
@@ -97,27 +98,16 @@ for line in sys.stdin:
 """
 
 
-class TorchRerun:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", TORCH_RERUN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-    def ms(self, path: Path) -> float:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{path}\n")
-        self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait()
+def torch_rerun() -> WarmTorch:
+    """torch re-running a file in one long-lived process, transformers imported once."""
+    return WarmTorch(TORCH_RERUN)
 
 
 def _logged(client: RecordingClient, pattern: str) -> list[str]:
     return [m.message for m in client.log_messages if re.search(pattern, m.message)]
 
 
-async def saves(doc: Doc, gap_s: float, torch: TorchRerun, salt: int) -> tuple[list[float], list[float]]:
+async def saves(doc: Doc, gap_s: float, torch: WarmTorch, salt: int) -> tuple[list[float], list[float]]:
     """(ours, torch's re-run) per save; the baseline runs in the pause before each
     save, or after all of them when there is none."""
     ours, theirs = [], []
@@ -137,7 +127,7 @@ async def saves(doc: Doc, gap_s: float, torch: TorchRerun, salt: int) -> tuple[l
     return ours, theirs
 
 
-async def one_run(work: Path, preload: bool, torch: TorchRerun, salt: int, trace: Path | None) -> dict[str, object]:
+async def one_run(work: Path, preload: bool, torch: WarmTorch, salt: int, trace: Path | None) -> dict[str, object]:
     """One server: open each model (the plain one first: the first open after start),
     wait for the worker to preload, then the saves; then a second server on the same
     cache folder, which preloads from the record at start: its first opens."""
@@ -194,7 +184,7 @@ async def main() -> None:
     (work / "bert.py").write_text(BERT)
     (work / "plain.py").write_text(PLAIN)
     trace = work / "trace.txt"
-    torch = TorchRerun()
+    torch = torch_rerun()
     torch.ms(work / "llama.py")  # its first run imports and warms what the later ones reuse
     torch.ms(work / "bert.py")
     torch.ms(work / "plain.py")

@@ -90,8 +90,10 @@ class WarmTorch:
     """torch's warm export in its own process, asked between our saves: the
     baseline sees the same machine load as the measurement next to it."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", TORCH_WARM_SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    def __init__(self, script: str | None = None) -> None:
+        """``script`` reads a model path per line and prints its export's ms (default:
+        torch's warm export of plain models)."""
+        self.proc = subprocess.Popen([sys.executable, "-c", script or TORCH_WARM_SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def ms(self, path: Path) -> float:
         assert self.proc.stdin is not None and self.proc.stdout is not None
