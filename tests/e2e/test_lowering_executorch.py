@@ -193,7 +193,7 @@ def test_a_model_built_with_fake_weights_is_partitioned_not_run(tmp_path: Path) 
     header = next(line for line in proc.stdout.splitlines() if line.startswith("Big (big_weights.py:"))
     assert " with fake weights; lowered to ExecuTorch's edge dialect (XNNPACK runs 2 of 3 ops; 1 line falls back, " in header, header
     assert header.endswith("; not run: built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"), header
-    assert "big_weights.py:12:9: lowering/executorch-not-delegated `aten::cumsum` is not delegated to XNNPACK" in proc.stdout
+    assert "big_weights.py:12:9: information[lowering/executorch-not-delegated]: `aten::cumsum` is not delegated to XNNPACK" in proc.stdout
 
 
 def test_without_the_extra_one_diagnostic_gives_the_pip_command(tmp_path: Path) -> None:

@@ -109,8 +109,11 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         lines = Lines(proc.stdout)
+        # Read as a terminal would, all along: unread, a full pipe (the workers' logs
+        # and warnings go there too) blocks the command's last line, and its exit.
+        errors = Lines(proc.stderr)
         first = lines.until("watching for changes")
         assert first[-1].startswith("Checked 1 file, 1 target (1 exported, 0 failed): no diagnostics"), first
 
@@ -134,7 +137,7 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
         assert workers, "the workers should be running while it watches"
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
         assert proc.wait(timeout=60) == 130
-        assert proc.stderr is not None and "stopped watching" in proc.stderr.read()
+        errors.until("stopped watching", timeout=10)  # the pipe is at its end: the reader has it all
         left = [pid for pid in workers if alive(pid)]
         assert not left, f"worker processes left behind: {left}"
     finally:
@@ -180,8 +183,9 @@ def test_watch_checks_again_a_file_changed_while_the_round_read_it(tmp_path: Pat
         start_new_session=True,
     )
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         lines = Lines(proc.stdout)
+        Lines(proc.stderr)  # drained, as a terminal would (a full pipe blocks the command)
         flag = tmp_path / "read.flag"
         deadline = time.monotonic() + 180
         while not flag.exists():
