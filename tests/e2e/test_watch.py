@@ -89,6 +89,24 @@ def alive(pid: int) -> bool:
         return False
 
 
+def as_a_shell_starts_it() -> None:
+    """In the child, before exec: SIGINT unblocked and at its default, as a shell
+    starts a foreground job. An ignored or blocked SIGINT is inherited across exec
+    from whatever the test process inherited or an earlier test left, and Python
+    installs its Ctrl-C handler only over the default."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def signal_state(pid: int) -> str:
+    """The blocked, ignored and pending signal masks of ``pid``, for a failure message."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return " ".join(line.strip() for line in f if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    except OSError as e:
+        return str(e)
+
+
 def save(path: Path, text: str) -> None:
     """An editor's atomic save: one rename event. (``write_text`` truncates, then
     writes: under load its events can straddle the watcher's coalescing window, and
@@ -107,6 +125,7 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
         [sys.executable, "-m", "exportlens", "check", "--watch", "--no-signatures", "--jobs", "2"],
         cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        preexec_fn=as_a_shell_starts_it,
     )
     try:
         assert proc.stdout is not None and proc.stderr is not None
@@ -135,8 +154,16 @@ def test_watch_reports_a_dependency_change_and_ctrl_c_stops_every_worker(tmp_pat
 
         workers = descendants(proc.pid)
         assert workers, "the workers should be running while it watches"
+        before = signal_state(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole foreground group
-        assert proc.wait(timeout=60) == 130
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"Ctrl-C not answered in 60 s; the command's signals before: {before}; now: {signal_state(proc.pid)}; "
+                f"the test process's: {signal_state(os.getpid())}; stderr: {errors.seen}"
+            ) from None
+        assert code == 130, (code, errors.seen)
         errors.until("stopped watching", timeout=10)  # the pipe is at its end: the reader has it all
         left = [pid for pid in workers if alive(pid)]
         assert not left, f"worker processes left behind: {left}"
