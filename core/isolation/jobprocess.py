@@ -19,10 +19,11 @@ import sys
 import traceback
 from typing import NoReturn
 
-from exportlens.core.isolation import hotpages
+from exportlens.core.isolation import fakecache, hotpages
 from exportlens.core.isolation.messages import (
     Export,
     ExportRequest,
+    FakeCache,
     FromJob,
     Imported,
     JobResult,
@@ -61,6 +62,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 
         torch.set_num_threads(num_threads)
         user_blas_threads()
+        cached = fakecache.mark()
 
         from exportlens.core.export.job import run_job
 
@@ -70,6 +72,10 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
         result = run_job(request, emit)
         mark("job: result built")
         emit(_imported(before, request))
+        learned = fakecache.collect(cached)
+        if learned:
+            emit(FakeCache(learned))
+            mark("job: fake-tensor cache entries sent")
         # Flushed before the result, not after: the worker keeps the output that is
         # in the pipe when the result arrives, and kills the job right away.
         _flush()

@@ -38,6 +38,8 @@ job process -> zygote (a pipe per job)
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
     ``Imported``      before its result: the library modules it imported (for the
                       worker to preload) and the preloaded libraries the model used
+    ``FakeCache``     before its result, when its export added entries to the
+                      fake-tensor dispatch cache: those entries (``fakecache``)
     ``JobResult``     once, last: the file's result
 """
 
@@ -219,6 +221,15 @@ class Imported:
 
 
 @dataclass(frozen=True)
+class FakeCache:
+    """The fake-tensor dispatch cache entries a job added, for its worker to keep
+    (``exportlens.core.isolation.fakecache``: pickled, read with a restricted reader)."""
+
+    TAG: ClassVar[str] = "fakecache"
+    data: bytes = b""
+
+
+@dataclass(frozen=True)
 class JobResult:
     TAG: ClassVar[str] = "result"
     result: FileResult
@@ -226,14 +237,14 @@ class JobResult:
 
 ToWorker = Union[Export, Cancel, Exit]
 FromWorker = Union[WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring]
-FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, JobResult]
+FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult]
 Message = Union[ToWorker, FromWorker, FromJob]
 
 _BY_TAG: dict[str, type[Any]] = {
     cls.TAG: cls
     for cls in (
         *(Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring),
-        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, JobResult),
+        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult),
     )
 }
 

@@ -20,6 +20,7 @@ from exportlens.core.isolation.forking import Job
 from exportlens.core.isolation.jobclock import JobClock
 from exportlens.core.isolation.messages import (
     ExportRequest,
+    FakeCache,
     FrameDecoder,
     FromJob,
     FromWorker,
@@ -54,6 +55,7 @@ class Attempt:
     # Targets the job finished before it died: (result, its diagnostics).
     done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
     imported: Imported | None = None  # the library modules it imported (``preload``)
+    fake_cache: bytes = b""  # the fake-tensor cache entries it added (``fakecache``)
 
 
 class Control(Protocol):
@@ -168,6 +170,8 @@ def on_event(
         attempt.done.append((message.target, list(message.diagnostics)))
     elif isinstance(message, Imported):
         attempt.imported = message
+    elif isinstance(message, FakeCache):
+        attempt.fake_cache = message.data
     elif isinstance(message, JobResult):
         attempt.result = message.result
     return False

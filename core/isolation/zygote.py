@@ -33,6 +33,7 @@ import sys
 import time
 from types import FrameType
 
+from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.jobprocess import warm_up
@@ -77,6 +78,7 @@ class Zygote:
         self.ending: tuple[int, Job, Tail] | None = None  # (request id, job, output) killed, to reap once its result is sent
         self.preloader = Preloader(record, self.send)
         self.idle_since = time.monotonic()  # when the last request ended
+        self.fake_cache: list[bytes] = []  # what jobs added to the fake-tensor cache, kept once the result is out
 
     @property
     def stop_requested(self) -> bool:
@@ -156,7 +158,17 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
+            self.keep_fake_cache()
             self.idle_since = time.monotonic()
+
+    def keep_fake_cache(self) -> None:
+        """Add the fake-tensor cache entries the request's jobs sent to ours, before
+        the next standby is forked (``fakecache``); new objects are frozen with the rest."""
+        learned, self.fake_cache = self.fake_cache, []
+        added = sum(fakecache.merge(data) for data in learned)
+        if added:
+            gc.freeze()
+            mark(f"zygote: {added} fake-tensor cache entries kept")
 
     def idle_work(self) -> bool:
         """While no request waits: retire when a library held changed on disk, else
@@ -233,6 +245,8 @@ class Zygote:
             mark(f"zygote: request {request.id} job result read")
             if attempt.imported is not None:
                 self.preloader.learn(attempt.imported)
+            if attempt.fake_cache:
+                self.fake_cache.append(attempt.fake_cache)
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
             if later:
