@@ -83,6 +83,8 @@ class Forker:
         if self.standby is not None or not STANDBY:
             return
         self._read_hot()
+        if busy is not None and not self.hot:
+            return  # a tiny export beside the job would take the CPU the job needs
         if self.hot is None and self.record_fd < 0 and HOT_PAGES:
             self.record_fd = os.memfd_create("exportlens-hot-pages")
         request_r, request_w = os.pipe()
@@ -152,6 +154,7 @@ class Forker:
         standby, self.standby = self.standby, None
         if standby is not None:
             self._kill_standby(standby)
+            mark(f"zygote: standby {standby.job.pid} dropped")
 
     def _kill_standby(self, standby: Standby, reap: bool = True) -> None:
         if reap:

@@ -146,3 +146,47 @@ def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.Mo
     assert warmed[1] == "standby: warm, by hot pages"
     steps = [what for _, _, what in trace.read(str(log))]
     assert any(what.startswith("zygote: standby") and what.endswith("takes request 1") for what in steps)
+
+
+def _next_taker(log: Path, after: str | None, timeout: float = 120.0) -> int:
+    """The pid of the standby the next request will find, once the trace says
+    ``after`` (the previous request let go) and that standby is warm."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        lines = [(pid, what) for _, pid, what in trace.read(str(log))]
+        if after is None or (0, after) in [(0, what) for _, what in lines]:
+            forked = [int(what.split()[2]) for _, what in lines if what.startswith("zygote: standby") and what.endswith("forked")]
+            gone = {int(what.split()[2]) for _, what in lines if what.startswith("zygote: standby") and (what.endswith("dropped") or " takes request " in what)}
+            alive = [pid for pid in forked if pid not in gone]
+            if alive and any(p == alive[-1] and what.startswith("standby: warm,") for p, what in lines):
+                return alive[-1]
+        time.sleep(0.05)
+    raise AssertionError("no warm standby")
+
+
+def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once standbys warm by hot pages, the next one is forked while a job runs, so a
+    save right after the result finds it warm; a job that sent new fake-tensor cache
+    entries (``fakecache``) makes the worker fork it again after keeping them."""
+    log = tmp_path / "trace"
+    monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
+    model = tmp_path / "model.py"
+    with WorkerPool(1) as pool:
+        pool.wait_ready()
+        takers = []
+        for i in range(3):
+            takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
+            model.write_text(MODEL + f"\n_save = {i}\n")
+            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            assert [t.status for t in result.targets] == ["ok"]
+    steps = [what for _, _, what in trace.read(str(log))]
+
+    def at(what: str) -> int:
+        return steps.index(what)
+
+    for i, pid in enumerate(takers):
+        assert f"zygote: standby {pid} takes request {i}" in steps
+    kept = [n for n, what in enumerate(steps) if what.endswith("fake-tensor cache entries kept")]
+    assert len(kept) == 1 and at("zygote: request 0 result sent") < kept[0] < at(f"zygote: standby {takers[1]} forked")
+    # The second save taught nothing: the third runs in the process forked beside it.
+    assert at("zygote: request 1 in job " + str(takers[1])) < at(f"zygote: standby {takers[2]} forked") < at("zygote: request 1 result sent")
