@@ -107,24 +107,27 @@ def _logged(client: RecordingClient, pattern: str) -> list[str]:
     return [m.message for m in client.log_messages if re.search(pattern, m.message)]
 
 
-async def saves(doc: Doc, gap_s: float, torch: WarmTorch, salt: int) -> tuple[list[float], list[float]]:
-    """(ours, torch's re-run) per save; the baseline runs in the pause before each
-    save, or after all of them when there is none."""
+async def saves(doc: Doc, gap_s: float, torch: WarmTorch, salt: int) -> tuple[list[float], list[float], tuple[float, float]]:
+    """(ours, torch's re-run) per save, and when the last save began and ended (the
+    monotonic clock of ``EXPORTLENS_TRACE``); the baseline runs in the pause before
+    each save, or after all of them when there is none."""
     ours, theirs = [], []
+    window = (0.0, 0.0)
     for i in range(salt, salt + SAVES):
         if gap_s:
             t = time.perf_counter()
             await asyncio.sleep(gap_s / 2)
             theirs.append(torch.ms(doc.path))
             await asyncio.sleep(max(0.0, gap_s - (time.perf_counter() - t)))
-        started = time.perf_counter()
+        started, begun = time.perf_counter(), time.monotonic()
         version = doc.replace("\nexample_args", f"\n_save = {i}\nexample_args")  # new text, same model: a cache miss
         doc.save()
         await doc.client.diagnostics_for(doc.uri, version)
         ours.append((time.perf_counter() - started) * 1000)
+        window = (begun, time.monotonic())
     if not gap_s:
         theirs = [torch.ms(doc.path) for _ in range(SAVES)]
-    return ours, theirs
+    return ours, theirs, window
 
 
 async def one_run(work: Path, preload: bool, torch: WarmTorch, salt: int, trace: Path | None) -> dict[str, object]:
@@ -132,7 +135,7 @@ async def one_run(work: Path, preload: bool, torch: WarmTorch, salt: int, trace:
     wait for the worker to preload, then the saves; then a second server on the same
     cache folder, which preloads from the record at start: its first opens."""
     os.environ["EXPORTLENS_PRELOAD"] = "1" if preload else "0"
-    if trace is not None and preload:  # this server's requests only: the last one is bert.py's last save
+    if trace is not None and preload:  # this server's requests only
         trace.unlink(missing_ok=True)
         os.environ["EXPORTLENS_TRACE"] = str(trace)
     cache = work / f"cache-{salt}"
@@ -218,24 +221,24 @@ async def main() -> None:
     for run in runs[True]:
         print(f"    {run['memory']}; transformers preloaded {float(run['preloaded after llama.py']):.0f} ms after the first llama result")  # type: ignore[arg-type]
     if args.trace:
-        print("(d) where the last preloaded back-to-back save of bert.py went (EXPORTLENS_TRACE)")
-        _print_trace(trace)
+        last = runs[True][-1]
+        for name in MODELS:
+            window = last[(name, 0.0)][2]  # type: ignore[index]
+            print(f"(d) where the last preloaded back-to-back save of {name} went (EXPORTLENS_TRACE; 0 = the save)")
+            _print_trace(trace, window)
 
 
-def _print_trace(path: Path) -> None:
+def _print_trace(path: Path, window: tuple[float, float]) -> None:
+    """The trace's lines from the save at ``window[0]`` to its diagnostics at ``window[1]``."""
     from exportlens.core.isolation.trace import read
 
-    lines = read(str(path))
-    ends = [i for i, (_, _, what) in enumerate(lines) if what.endswith("result sent")]
-    starts = [i for i, (_, _, what) in enumerate(lines) if re.fullmatch(r"zygote: request \d+ read", what)]
-    if not ends or not starts:
-        print("    (no complete request in the trace)")
+    lines = [line for line in read(str(path)) if window[0] <= line[0] <= window[1]]
+    if not lines:
+        print("    (nothing in the trace)")
         return
-    end = ends[-1]
-    start = max(i for i in starts if i < end)
-    t0 = lines[start][0]
-    for at, pid, what in lines[start : end + 1]:
-        print(f"    {(at - t0) * 1000:8.1f} ms  {pid:>7d}  {what}")
+    for at, pid, what in lines:
+        print(f"    {(at - window[0]) * 1000:8.1f} ms  {pid:>7d}  {what}")
+    print(f"    {(window[1] - window[0]) * 1000:8.1f} ms  {'':>7s}  diagnostics of the save received")
 
 
 if __name__ == "__main__":

@@ -81,9 +81,12 @@ class ExportBridge:
         future: asyncio.Future[FileResult] = self._loop.create_future()
         self._futures[request.id] = future
         self._busy_changed()
+        mark(f"server: request {request.id} submitted")
         pool.submit(request)
         try:
-            return await future
+            result = await future
+            mark(f"server: request {request.id} answered")
+            return result
         except asyncio.CancelledError:
             pool.cancel(request.id)  # kills the job; its late "cancelled" reply is dropped
             raise

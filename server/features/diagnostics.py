@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from lsprotocol import types
 from pygls import uris
 
+from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.core.model.views import at_declaration
 from exportlens.server.positions import byte_column_to_units, split_lines, units
@@ -160,6 +161,7 @@ def publish(server: Host, state: DocumentState) -> None:
         server.workspace_diagnostic_refresh(None)
     else:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
+    mark(f"server: diagnostics of version {state.result_version} published")
 
 
 def clear(server: Host, uri: str) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from lsprotocol import types
 from pygls import uris
 
+from exportlens.core.isolation.trace import mark
 from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.server import config, pyproject_view, warmup
 from exportlens.server.client import ClientProfile
@@ -198,6 +199,7 @@ def register(server: Host) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     @guarded("didSave")
     def did_save(ls: Host, params: types.DidSaveTextDocumentParams) -> None:
+        mark("server: didSave read")
         state = ls.documents.get(params.text_document.uri)
         if state is None:
             return
