@@ -37,6 +37,10 @@ from typing import Any
 
 ENABLED = os.environ.get("EXPORTLENS_FAKE_CACHE", "1") != "0"
 MAX_ENTRIES = 20_000
+# A standby forked before a merge lacks what it added. Computing a few entries again
+# (~0.4 ms each) costs less than a save waiting for a new standby's fork and pages
+# (~30 ms): an edit that changes a constant adds one or two; a new model, hundreds.
+WORTH_A_NEW_STANDBY = 64
 NAMESPACES = ("aten", "prims")
 
 

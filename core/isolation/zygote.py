@@ -166,8 +166,9 @@ class Zygote:
         the next standby is forked (``fakecache``); new objects are frozen with the rest."""
         learned, self.fake_cache = self.fake_cache, []
         added = sum(fakecache.merge(data) for data in learned)
-        if added:
+        if added >= fakecache.WORTH_A_NEW_STANDBY:
             self.forks.drop_standby()  # forked before: it lacks them
+        if added:
             gc.freeze()
             mark(f"zygote: {added} fake-tensor cache entries kept")
 

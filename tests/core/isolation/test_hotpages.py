@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from exportlens.core.isolation import hotpages, trace
+from exportlens.core.isolation import fakecache, hotpages, trace
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 
@@ -164,19 +164,34 @@ def _next_taker(log: Path, after: str | None, timeout: float = 120.0) -> int:
     raise AssertionError("no warm standby")
 
 
-def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+SLICES = """
+import torch
+
+
+class Slices(torch.nn.Module):
+    def forward(self, x):
+        return torch.stack([x[: i + 1].sum() for i in range(48)]) * SCALE
+
+
+model = Slices()
+example_args = (torch.randn(64),)
+"""
+
+
+def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_worker_much(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once standbys warm by hot pages, the next one is forked while a job runs, so a
-    save right after the result finds it warm; a job that sent new fake-tensor cache
-    entries (``fakecache``) makes the worker fork it again after keeping them."""
+    save right after the result finds it warm. A job that sent many new fake-tensor
+    cache entries (a new model, ``fakecache``) makes the worker fork it again after
+    keeping them; one that sent a few (a changed constant) does not."""
     log = tmp_path / "trace"
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
     model = tmp_path / "model.py"
     with WorkerPool(1) as pool:
         pool.wait_ready()
         takers = []
-        for i in range(3):
+        for i, scale in enumerate(("2.0", "2.0", "3.0", "3.0")):
             takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
-            model.write_text(MODEL + f"\n_save = {i}\n")
+            model.write_text(SLICES.replace("SCALE", scale) + f"\n_save = {i}\n")
             (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
             assert [t.status for t in result.targets] == ["ok"]
     steps = [what for _, _, what in trace.read(str(log))]
@@ -186,7 +201,14 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
 
     for i, pid in enumerate(takers):
         assert f"zygote: standby {pid} takes request {i}" in steps
-    kept = [n for n, what in enumerate(steps) if what.endswith("fake-tensor cache entries kept")]
-    assert len(kept) == 1 and at("zygote: request 0 result sent") < kept[0] < at(f"zygote: standby {takers[1]} forked")
-    # The second save taught nothing: the third runs in the process forked beside it.
-    assert at("zygote: request 1 in job " + str(takers[1])) < at(f"zygote: standby {takers[2]} forked") < at("zygote: request 1 result sent")
+    kept = [(n, int(what.split()[1])) for n, what in enumerate(steps) if what.endswith("fake-tensor cache entries kept")]
+    assert len(kept) == 2
+    (first, many), (second, few) = kept
+    assert many >= fakecache.WORTH_A_NEW_STANDBY > few
+    # The new model taught much: the second save runs in a process forked after that.
+    assert at("zygote: request 0 result sent") < first < at(f"zygote: standby {takers[1]} forked")
+    # The same model again taught nothing, the changed constant little: the next save
+    # runs in the process forked beside the job.
+    for i in (1, 2):
+        assert at(f"zygote: request {i} in job {takers[i]}") < at(f"zygote: standby {takers[i + 1]} forked") < at(f"zygote: request {i} result sent")
+    assert at("zygote: request 2 result sent") < second
