@@ -93,11 +93,13 @@ class Session:
         every = sorted([*self.results.values(), *extra.values()], key=lambda r: r.path)
         same = "" if printed or changed is None else "the report is unchanged. "
         self.rewatch()
-        print(same + summary(every, time.perf_counter() - started, cached=batch.hits) + "; watching for changes (Ctrl-C to stop)")
-        sys.stdout.flush()
         # A dependency that changed while this round read it was not watched yet (the
         # round's results name it): no event will come, so the next round is due now.
+        # Looked at once it is watched and before "watching" is said: a save made on
+        # reading that is the watcher's to report, not a late change of this round.
         late = {p for real, result in fresh.items() for p in changed_since(result, real)}
+        print(same + summary(every, time.perf_counter() - started, cached=batch.hits) + "; watching for changes (Ctrl-C to stop)")
+        sys.stdout.flush()
         if late:
             self.requeue(late)
 
