@@ -132,10 +132,13 @@ def main() -> None:
     print(f"export + run_decompositions, CPU ms, medians of {ROUNDS}; load {load[0]:.1f} on {os.cpu_count()} cores")
     for label, added, cold, merged, warm_parent, itself in rows:
         print(f"  {label}:")
-        print(f"    (1) fork of the worker, nothing carried       {cold:7.1f}  ({cold / itself:.2f}x torch's re-run)")
-        print(f"    (2) fork after merging {added:4d} cache entries   {merged:7.1f}  ({merged / itself:.2f}x)")
-        print(f"    (3) fork of a process that exported it        {warm_parent:7.1f}  ({warm_parent / itself:.2f}x: a fork's own cost)")
-        print(f"    (4) torch's warm re-run, in process           {itself:7.1f}")
+        for what, ms, note in (
+            ("(1) fork of the worker, nothing carried", cold, f"{cold / itself:.2f}x torch's re-run"),
+            (f"(2) fork after merging {added} cache entries", merged, f"{merged / itself:.2f}x"),
+            ("(3) fork of a process that exported it", warm_parent, f"{warm_parent / itself:.2f}x: a fork's own cost"),
+            ("(4) torch's warm re-run, in process", itself, ""),
+        ):
+            print(f"    {what:46s} {ms:7.1f}" + (f"  ({note})" if note else ""))
 
 
 if __name__ == "__main__":
