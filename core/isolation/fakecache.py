@@ -31,6 +31,7 @@ it saves).
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import pickle
 from typing import Any
@@ -63,9 +64,7 @@ def collect(start: int) -> bytes:
         return b""
     entries = []
     prints: dict[str, str] = {}
-    for i, (key, entry) in enumerate(cache.items()):
-        if i < start:
-            continue
+    for key, entry in itertools.islice(cache.items(), start, None):
         op = key.key[0] if key.key else None
         if not isinstance(op, torch._ops.OpOverload) or op.namespace not in NAMESPACES:
             continue

@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from exportlens.core.isolation import fakecache, trace
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from tests.core.isolation.forks import in_child
 
 
 class Block(torch.nn.Module):
@@ -36,34 +37,14 @@ def _export() -> str:
     return str(torch.export.export(Block(), (torch.randn(3, 12),)).run_decompositions({}).graph_module.code)
 
 
-def _in_child(work: Callable[[], object]) -> object:
-    """``work()`` run in a fork of this process (whose cache it may change); its value."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        code = 0
-        try:
-            os.write(w, pickle.dumps(work()))
-        except BaseException:  # noqa: BLE001 - reported as the exit code
-            code = 1
-        os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return pickle.loads(data)
-
-
 def _collected() -> bytes:
     def work() -> bytes:
         start = fakecache.mark()
         _export()
         return fakecache.collect(start)
 
-    data = _in_child(work)
-    assert isinstance(data, bytes) and data
+    data = in_child(work)
+    assert data
     return data
 
 
@@ -80,9 +61,7 @@ def _export_counting(data: bytes, before_merge: Callable[[], None] = lambda: Non
         code = _export()
         return added, FakeTensorMode.cache_misses - misses, code, ops
 
-    result = _in_child(work)
-    assert isinstance(result, tuple)
-    return result
+    return in_child(work)
 
 
 def test_a_fork_with_the_entries_of_another_computes_none_again() -> None:

@@ -6,38 +6,17 @@ and through a real worker the next standby warms by hot pages and runs the reque
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from exportlens.core.isolation import fakecache, hotpages, trace
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from tests.core.isolation.forks import in_child
 
 PAGES = 64
-
-
-def _in_child(work: Callable[[], bytes]) -> bytes:
-    """Run ``work()`` in a fork of this process; the bytes it returns."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        code = 0
-        try:
-            os.write(w, work())
-        except BaseException:  # noqa: BLE001 - reported as the exit code
-            code = 1
-        os._exit(code)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return data
 
 
 def _buffer() -> tuple[bytearray, int]:
@@ -69,7 +48,7 @@ def test_the_recording_is_the_pages_a_fork_copied() -> None:
         assert after is not None
         return hotpages.to_bytes(hotpages.written(mappings, before, after))
 
-    runs = hotpages.from_bytes(_in_child(work), hotpages.writable_mappings())
+    runs = hotpages.from_bytes(in_child(work), hotpages.writable_mappings())
     ours = [(a, n) for a, n in runs if start <= a < start + PAGES * hotpages.PAGE]
     assert ours == [(start + 3 * hotpages.PAGE, 3 * hotpages.PAGE), (start + 40 * hotpages.PAGE, hotpages.PAGE)]
 
@@ -86,7 +65,7 @@ def test_populating_copies_the_pages_before_any_write() -> None:
         assert before is not None and after is not None
         return hotpages.to_bytes(hotpages.written(mapping, before, after))
 
-    assert hotpages.from_bytes(_in_child(work), hotpages.writable_mappings()) == run
+    assert hotpages.from_bytes(in_child(work), hotpages.writable_mappings()) == run
     assert raw.count(2) == 0  # populating changed no byte
 
 
@@ -154,7 +133,7 @@ def _next_taker(log: Path, after: str | None, timeout: float = 120.0) -> int:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         lines = [(pid, what) for _, pid, what in trace.read(str(log))]
-        if after is None or (0, after) in [(0, what) for _, what in lines]:
+        if after is None or after in {what for _, what in lines}:
             forked = [int(what.split()[2]) for _, what in lines if what.startswith("zygote: standby") and what.endswith("forked")]
             gone = {int(what.split()[2]) for _, what in lines if what.startswith("zygote: standby") and (what.endswith("dropped") or " takes request " in what)}
             alive = [pid for pid in forked if pid not in gone]
