@@ -164,12 +164,11 @@ class _Reader(pickle.Unpickler):
 
         if module in _MODULES and "." not in name and name in _MODULES[module]:
             return super().find_class(module, name)
-        if module in ("torch", "torch._utils") and name.startswith("torch.") and name.count(".") == 1:
-            value = getattr(torch, name[len("torch.") :], None)
-            if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
-                return value
-        if module == "torch" and "." not in name:
-            value = getattr(torch, name, None)
+        # A dtype, layout or memory format: ``torch.float32``, or ``torch.contiguous_format``
+        # as ``torch._utils`` names it.
+        attribute = name.removeprefix("torch.")
+        if module in ("torch", "torch._utils") and "." not in attribute:
+            value = getattr(torch, attribute, None)
             if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
                 return value
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a fake-tensor cache entry")
