@@ -4,9 +4,11 @@ Export traces with fake tensors, which carry shapes and dtypes but check less th
 real run does: ``nn.Linear(8, 8)`` followed by ``nn.Linear(8, 4).double()`` exports,
 and calling the model raises ``mat1 and mat2 must have the same dtype``. So, when it
 is cheap, the job runs the program it made, node by node (``torch.fx.Interpreter``
-over ``ep.graph_module``, with the state and the flat inputs torch itself would pass),
-and a node that raises is an ``eager-error`` at the user's line that made it (the
-node's ``stack_trace``, in any of the user's files).
+over ``ep.graph_module``, with the state and the flat inputs torch itself would pass,
+and a new token for each effect token: ``_graph_inputs``), and a node that raises is
+an ``eager-error`` at the user's line that made it (the node's ``stack_trace``, in any
+of the user's files). The graph is the functional program: a mutation of a buffer or
+an input is one more output, so the run changes neither the state nor the inputs.
 
 Cheap means: the model's weights are real (never fake ones: their values are
 nothing a run could be judged by), the state and the inputs together hold at most
@@ -44,6 +46,30 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n} bytes"
 
 
+def _graph_inputs(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The graph module's inputs, in its placeholders' order: torch's own flat inputs
+    (``_graph_module_flat_inputs``: the state, then the user's inputs), with a new token
+    wherever the signature has an effect token (``aten._print``, an effectful custom op).
+    Torch leaves tokens out there because ``ep.module()`` removes them from its copy of
+    the graph (``_remove_effect_tokens``); the graph run here is the program itself, so
+    it gets the token its compiled form would make (``prims._make_token``), and its token
+    outputs are never read."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    flat = ep._graph_module_flat_inputs(args, kwargs)
+    specs = ep.graph_signature.input_specs
+    tokens = sum(s.kind == InputKind.TOKEN for s in specs)
+    if len(flat) != len(specs) - tokens:
+        raise ValueError(f"{len(flat)} inputs for {len(specs) - tokens} placeholders")
+    state_count = sum(s.kind not in (InputKind.USER_INPUT, InputKind.TOKEN) for s in specs)
+    state, user = iter(flat[:state_count]), iter(flat[state_count:])
+    return [
+        torch.ops.prims._make_token() if s.kind == InputKind.TOKEN else next(user if s.kind == InputKind.USER_INPUT else state)
+        for s in specs
+    ]
+
+
 def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tuple[ProgramRun, list[Diagnostic]]:
     """Run ``ep`` on ``built``'s example inputs when that is cheap; what happened, and
     the diagnostic of a node that failed."""
@@ -53,7 +79,7 @@ def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tupl
     if built.weights != "real":
         return ProgramRun("skipped", "the model was built with fake weights; real ones are needed to run it"), []
     try:
-        flat = ep._graph_module_flat_inputs(built.args, built.kwargs or {})
+        flat = _graph_inputs(ep, built.args, built.kwargs or {})
     except Exception as e:  # noqa: BLE001 - a private API of torch's, or inputs it refuses
         return ProgramRun("skipped", f"its inputs could not be prepared ({type(e).__name__})"), []
     size = _bytes(flat) + _bytes(pytree.tree_leaves(ep.constants))

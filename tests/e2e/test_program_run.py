@@ -69,3 +69,32 @@ def test_never_run_with_fake_weights_and_run_when_the_user_asks_for_real_ones(tm
     [target] = entry["targets"]
     assert (target["weights"], target["run"]["status"]) == ("real", "failed")
     assert [(d["code"], d["line"]) for d in entry["diagnostics"]] == [("eager-error", LINE)]
+
+
+PRINTING = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x):
+            torch.ops.aten._print("step")
+            return self.a(x) + 1
+    """
+)
+
+
+def test_a_program_with_effect_tokens_runs(tmp_path: Path) -> None:
+    """``aten._print`` gives the program an effect token in and out, which torch's own
+    ``ep.module()`` makes and drops; the check run does the same (issue 29, point 4)."""
+    mymodels_workspace(tmp_path, blocks=PRINTING)
+    proc = run_cli("check", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # was 1: an eager-error, "Expected positional argument for parameter x"
+    [entry] = json.loads(proc.stdout)["files"]
+    [target] = entry["targets"]
+    assert entry["diagnostics"] == [] and (target["status"], target["run"]) == ("ok", {"status": "ok", "reason": None})
