@@ -6,14 +6,20 @@ only known after a run: the local modules it imported or tried to import, and th
 project files it read. So, like ccache's direct mode, there are two levels:
 
 * the *manifest*, keyed by the first-level hash (path, bytes, settings, versions),
-  records the dependency paths of the last stored result;
+  records the dependency paths of the stored results, newest first (at most
+  ``MANIFEST_LISTS`` lists): one text need not give one list -- a job forked from a
+  worker that preloaded a library records where an import of it would have looked,
+  and a module run from an editor's unsaved text adds what that text imports -- and
+  a manifest that kept only the last list made every result filed under another
+  unreachable (a restored helper exported again);
 * the *entry*, keyed by the first-level hash plus the state of each dependency
   (its bytes' hash, or "absent": a module looked for and not found), holds the
   ``FileResult``.
 
 A lookup reads the manifest, takes each dependency's state as it is now (one that
-cannot be read is a miss) and reads the entry. Editing a helper module, fixing one
-that raised, or creating one that was missing changes the second key.
+cannot be read is a miss) and reads the entry of the first list whose entry is
+there. Editing a helper module, fixing one that raised, or creating one that was
+missing changes the second key.
 
 A third file, the *tokens manifest*, is keyed like the manifest but by the file's
 tokens without comments and blank lines (``exportlens.core.source.tokens``) instead
@@ -77,6 +83,7 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
 STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
 EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
+MANIFEST_LISTS = 8  # dependency lists a manifest keeps for one text (see the docstring)
 FOLDER_MODE = 0o700  # the cache folder and its shards, when this cache creates them
 FILE_MODE = 0o600  # every cache file
 
@@ -92,6 +99,24 @@ def _libraries(manifest: dict[str, Any]) -> list[str] | None:
     if not isinstance(libraries, list) or not all(isinstance(p, str) for p in libraries):
         return None
     return libraries
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(p, str) for p in value)
+
+
+def _dependency_lists(manifest: dict[str, Any]) -> list[tuple[list[str], list[str]]] | str:
+    """``(dependencies, libraries)`` of each result a manifest names, newest first
+    (``deps``/``libs``, then ``older``, which a manifest written before it lacks); what
+    is wrong with it when it is malformed."""
+    deps, libraries, older = manifest.get("deps"), _libraries(manifest), manifest.get("older", [])
+    if not _strings(deps):
+        return "bad dependency list"
+    if libraries is None:
+        return "bad library list"
+    if not isinstance(older, list) or not all(isinstance(i, list) and len(i) == 2 and _strings(i[0]) and _strings(i[1]) for i in older):
+        return "bad list of older dependency lists"
+    return [(deps, libraries), *((i[0], i[1]) for i in older)]
 
 
 def default_cache_dir() -> Path:
@@ -266,20 +291,20 @@ class ResultCache:
             manifest = self._read(key1, KIND_MANIFEST)
             if manifest is None:
                 return self._lookup_moved(request, source)
-            deps = manifest.get("deps")
-            if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad dependency list"))
+            lists = _dependency_lists(manifest)
+            if isinstance(lists, str):
+                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry(lists))
                 return None
-            libraries = _libraries(manifest)
-            if libraries is None:
-                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry("bad library list"))
-                return None
-            key2 = second_key(key1, deps, states_now(request, deps) if request.overlays else None, libraries=libraries)
-            result = self._entry(key2, request) if key2 is not None else None
-            if result is None or key2 is None:  # a local module may have changed in comments only
-                return self._lookup_moved(request, source)
-            self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
-            return result
+            # Each dependency's state once, whichever lists name it.
+            paths = list(dict.fromkeys(p for deps, _ in lists for p in deps))
+            now = dict(zip(paths, states_now(request, paths), strict=True))
+            for deps, libraries in lists:
+                key2 = second_key(key1, deps, [now[p] for p in deps], libraries=libraries)
+                result = self._entry(key2, request) if key2 is not None else None
+                if result is not None and key2 is not None:
+                    self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
+                    return result
+            return self._lookup_moved(request, source)  # a local module may have changed in comments only
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
             log.warning("cache lookup of %s failed: %s", request.path, e)
             return None
@@ -396,7 +421,12 @@ class ResultCache:
         if key2 is None:
             return
         entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))
-        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps, "libs": libraries}))
+        # This result's list first, then the others the manifest named (another
+        # process may store between the read and the write: a list lost is a miss).
+        kept = self._read(key1, KIND_MANIFEST)
+        lists = _dependency_lists(kept) if kept is not None else []
+        older = [[d, libs] for d, libs in lists if (d, libs) != (deps, libraries)] if not isinstance(lists, str) else []
+        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps, "libs": libraries, "older": older[: MANIFEST_LISTS - 1]}))
         if len(entry) > MAX_FILE_BYTES:
             return
         self._ensure_directory()
