@@ -76,6 +76,9 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
     # The project's other open modules as their buffers hold them (``overlays``).
     request = pipeline.request(state.path, id=server.bridge.next_id(), source=text, overlays=await overlays.for_export(server, state.path))
+    # What the watcher knows now: a change to one of these, during the export or
+    # after, raises a file event (``_recheck`` need not look at them).
+    watched = tuple(state.result.local_imports) if state.result is not None and server.watcher is not None else ()
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
     server.fresh.discard(uri)
     result = None if fresh else await _lookup(server, pipeline, request)
@@ -100,14 +103,15 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     views.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
     overlaid = [p for p, _ in request.overlays]
-    server.background(_recheck(server, uri, state, result, overlaid), "checking the files an export read")
+    server.background(_recheck(server, uri, state, result, overlaid, watched), "checking the files an export read")
 
 
-async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult, overlaid: list[str]) -> None:
+async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult, overlaid: list[str], watched: tuple[str, ...]) -> None:
     """Export again if a file the export read changed while it ran: the watcher only
     learnt of that file from this result, after the change, so no event will come.
-    (Not a module it ran from unsaved text: ``overlaid``.)"""
-    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path, overlaid)
+    (Not a module it ran from unsaved text: ``overlaid``; nor one the watcher knew
+    before: ``watched``, whose change raises its own event.)"""
+    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path, overlaid, watched)
     if changed and state.result is result and server.documents.get(uri) is state:
         names = ", ".join(sorted(os.path.basename(p) for p in changed))
         server.log_message(f"exportlens: {os.path.basename(state.path)} depends on files that changed during its export ({names}); exporting it again", types.MessageType.Log)

@@ -86,15 +86,19 @@ def stale_by(result: FileResult | None, path: str, pyproject: str | None, paths:
     return stale - {own}
 
 
-def changed_since(result: FileResult, path: str, overlaid: Iterable[str] = ()) -> list[str]:
+def changed_since(result: FileResult, path: str, overlaid: Iterable[str] = (), watched: Iterable[str] = ()) -> list[str]:
     """The dependencies of ``result`` (of the file ``path``) whose bytes on disk are no
     longer those its export read: a change made while the export ran, before the
     watcher knew the file mattered, which no file event will report again. Hashes
     them, so it runs off the event loop. Real paths, as file events report them.
     ``overlaid``: modules the export ran from their unsaved editor text, not from
-    disk (their recorded state is the text's: the disk's differs, and always will)."""
+    disk (their recorded state is the text's: the disk's differs, and always will).
+    ``watched``: dependencies the watcher already knew when the export began (the
+    shown result's): a change to one raises a file event, which exports the file
+    again by itself -- counted here too, a helper restored right after a result was
+    exported twice for one change."""
     own, written = os.path.realpath(path), set(result.written)
-    skipped = {os.path.realpath(p) for p in overlaid}
+    skipped = {os.path.realpath(p) for p in (*overlaid, *watched)}
     changed = []
     for dep, seen in zip(result.local_imports, result.local_import_hashes, strict=False):
         real = os.path.realpath(dep)
