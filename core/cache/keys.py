@@ -6,8 +6,11 @@ job will use, and the environment (torch, Python, exportlens's own code). The se
 adds the state of each file the run depended on, known only after a run: the bytes of
 the local modules it imported and of the project files it read, and "absent" for the
 local modules it looked for and did not find (a negative dependency: creating one
-changes what the import finds); and the state of each installed library the model's
-code imported (``library_state``), so that upgrading one invalidates its results.
+changes what the import finds); and the state of each library file the model's code
+depended on (``unit_state``: a distribution's name, version and RECORD hash, or a
+module file's bytes), so that upgrading or editing one invalidates its results.
+Nothing in a key names a machine: no inode, device or time, only content, so two
+machines with the same environment compute the same keys.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from exportlens.core.project.settings import find_pyproject, pyproject_targets
 # 2: dependencies may be "absent" (negative) and include project files the model read.
 # 3: a third kind of file, the tokens manifest (a result reused across comment edits).
 # 4: the second key has the state of the installed libraries the model imported.
-CACHE_FORMAT = 4
+# 5: ... by content: each distribution's RECORD, each other library module's bytes.
+CACHE_FORMAT = 5
 
 # The state of a dependency that is not there (see ``file_state``).
 ABSENT = "absent"
@@ -215,11 +219,10 @@ def file_state(path: str) -> str | None:
 
 
 def library_state(path: str) -> str | None:
-    """An installed library's state, by its top-level module's file (``path``): its
-    device, inode, size, and modification and change times. Installing another
-    version (``pip install -U``), or the same one again, writes that file anew, which
-    changes at least its change time, whatever times the package carries; a stat, not
-    a read, so a lookup stays cheap. None when it is not there."""
+    """A library file's metadata now: its device, inode, size, and modification and
+    change times (any write changes the change time). What the worker watches to see
+    that a file it holds changed on disk -- a stat, not a read, every few seconds --
+    never part of a key (``unit_state`` is). None when it is not there."""
     try:
         return stat_state(os.stat(path))
     except OSError:
@@ -229,6 +232,79 @@ def library_state(path: str) -> str | None:
 def stat_state(st: os.stat_result) -> str:
     """``library_state`` of a file's ``os.stat``."""
     return f"{st.st_dev:x}:{st.st_ino:x}:{st.st_size:x}:{st.st_mtime_ns:x}:{st.st_ctime_ns:x}"
+
+
+# A library's dependency is a *unit*: the RECORD file of an installed distribution
+# (``<name>-<version>.dist-info/RECORD``: its lines hold the hash of every file the
+# installer wrote, so one hash covers all its modules), or a module file that no
+# RECORD lists (a folder on PYTHONPATH, an editable install, a namespace package).
+RECORD_SUFFIX = ".dist-info" + os.sep + "RECORD"
+
+# path -> (its metadata when its state was taken, that state): a unit is hashed again
+# only when its metadata moved, so a lookup of an unchanged one costs a stat.
+_unit_memo: dict[str, tuple[tuple[int, int, int, int, int], str]] = {}
+
+
+def unit_state(path: str) -> str | None:
+    """A library unit's state for the key, from its content only (the same on any
+    machine with the same files): ``dist NAME VERSION sha256:HEX`` for a
+    distribution's RECORD (name and version from the METADATA beside it),
+    ``sha256:HEX`` of a module file's bytes. None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    memo = _unit_memo.get(path)
+    if memo is not None and memo[0] == seen:
+        return memo[1]
+    if path.endswith(RECORD_SUFFIX):
+        state = _record_state(path)
+    else:
+        digest = _sha256(path)
+        state = None if digest is None else "sha256:" + digest
+    if state is not None:
+        _unit_memo[path] = (seen, state)
+    return state
+
+
+def _sha256(path: str) -> str | None:
+    """A regular file's sha256, whatever its size (an extension module of a library
+    on PYTHONPATH may be tens of MB: hashed once per process, then memoized). Never
+    blocks (as ``file_state``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with open(fd, "rb", closefd=False) as f:
+            return hashlib.file_digest(f, "sha256").hexdigest() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _record_state(record: str) -> str | None:
+    digest = _sha256(record)
+    if digest is None:
+        return None
+    # Name and version from METADATA's headers (read by hand: importlib.metadata's
+    # email parser took half of a cold lookup). Its hash is in the RECORD already.
+    fields: dict[str, str] = {}
+    try:
+        with open(os.path.join(os.path.dirname(record), "METADATA"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the headers end: the description follows
+                key, colon, value = line.partition(":")
+                if colon and key in ("Name", "Version"):
+                    fields.setdefault(key, value.strip())
+    except OSError:
+        return None
+    if not fields.get("Name") or not fields.get("Version"):
+        return None
+    return f"dist {fields['Name']} {fields['Version']} sha256:{digest}"
 
 
 def dependency_bytes(path: str) -> bytes | None:
@@ -265,7 +341,7 @@ def second_key(
 ) -> str | None:
     """The entry's key: the first key plus each dependency's state (``file_state``) --
     ``states`` when given (what the export read), else the files' states now -- and
-    each library's (``library_state``) -- ``library_states`` when given (what the
+    each library unit's (``unit_state``) -- ``library_states`` when given (what the
     export ran), else as they are now; None when one cannot be read or a given state
     is malformed (a miss)."""
     h = hashlib.sha256(key1.encode())
@@ -273,7 +349,7 @@ def second_key(
         return None
     libraries = libraries or []
     if library_states is None:
-        library_states = [library_state(p) or "" for p in libraries]
+        library_states = [unit_state(p) or "" for p in libraries]
     if len(library_states) != len(libraries):
         return None
     for path, lib_state in zip(libraries, library_states, strict=True):

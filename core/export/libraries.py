@@ -8,12 +8,18 @@ project), and not exportlens's own. Everything else a job imports is the project
 compiled fresh from source in every job (``loader``), never imported into the worker.
 
 A job reports the library modules it imported (``new_library_modules``: what the
-worker may preload, ``exportlens.core.isolation.preload``) and the libraries the
-user's code imported by name (``watching``, and the classes of the built modules):
-the cache key holds each one's state (``depended_on``), so upgrading a library the
-model imports invalidates its results, while a library only preloaded beside it
-does not. A library is keyed by its top-level module's file (``library_state``):
-installing any other version rewrites that file.
+worker may preload, ``exportlens.core.isolation.preload``) and the library files its
+result depends on (``depended_on``), whose states the cache key holds: upgrading or
+editing a library the model uses invalidates its results, while a library only
+preloaded beside it does not. Which files: the modules the user's code imported
+(``watching``, and the classes of the built modules), then every module those import
+in turn, as far as the import statements executed in this process and in the worker
+before it tell (``EDGES``, recorded for the worker's whole life, so a module preloaded
+before the job still says what it imported: the same set whether or not it was
+preloaded), with each module's parent packages. Each file is keyed by its *unit*: the
+RECORD of the installed distribution that lists it (one hash for all of transformers'
+modules), else the file itself, by its bytes (PYTHONPATH folders, editable installs,
+namespace packages): ``keys.unit_state``.
 
 A library the worker preloaded is in every job's ``sys.modules`` before the user's
 file runs, where a module of the project with the same name (an ``attr.py`` next to
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import importlib
 import os
 import sys
 import sysconfig
@@ -33,7 +40,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exportlens.core.cache.keys import package_folders, stat_state
+from exportlens.core.cache.keys import package_folders, stat_state, unit_state
 
 # Set in the worker before any project folder is on sys.path (``survey``), inherited
 # by every job it forks.
@@ -45,6 +52,14 @@ OWN: tuple[str, ...] = ()  # exportlens's own package folders
 HELD: dict[str, tuple[str, str]] = {}
 # Top-level libraries the worker preloaded (not imported by torch or exportlens).
 PRELOADED: frozenset[str] = frozenset()
+# Real file of every library module the worker holds -> its state when imported
+# (``imported_state``): a job keys such a file only while it is still that.
+HELD_FILES: dict[str, str] = {}
+# Importing module -> the modules its import statements named (``name``, and
+# ``name.x`` for each ``x`` of a fromlist: a submodule, or an attribute that
+# ``depended_on`` then finds no module of), for the worker's life and then the
+# job's (``record_imports``).
+EDGES: dict[str, set[str]] = {}
 # The state of a file that changed while a process imported it: it may hold either
 # version, so the state equals none on disk (no cached result matches it, and the
 # worker sees it as stale).
@@ -55,13 +70,32 @@ _KEYED_ELSEWHERE = frozenset({"torch", "exportlens", "__main__"})
 _NEVER_LIBRARIES = frozenset({"exportlens", "__main__"})
 
 # Top-level names the user's code imported in this job (``watching``, ``note_classes``),
-# and when the job began (wall clock).
+# the modules it named (as ``EDGES``), and when the job began (wall clock).
 _used: set[str] = set()
+_named: set[str] = set()
 _started_ns = 0
+# Folder on sys.path -> (its modification time, file relative to it -> the RECORD of
+# the distribution that lists it): built in the worker, inherited by its jobs, built
+# again where a distribution was installed or removed since.
+_RECORDS: dict[str, tuple[int, dict[str, str]]] = {}
 
 
 def _folder(path: str) -> str:
     return os.path.realpath(path).rstrip(os.sep) + os.sep
+
+
+_REAL_FOLDERS: dict[str, str] = {}
+
+
+def _real(path: str) -> str:
+    """A module's file in its real folder (memoized: a job resolves a thousand files
+    of a few dozen folders, transformers', and a realpath is an lstat per path
+    component). A file that is itself a link stays as named: as a RECORD lists it."""
+    folder, name = os.path.split(os.path.abspath(path))
+    real = _REAL_FOLDERS.get(folder)
+    if real is None:
+        real = _REAL_FOLDERS[folder] = os.path.realpath(folder)
+    return os.path.join(real, name)
 
 
 def survey() -> None:
@@ -71,6 +105,9 @@ def survey() -> None:
     paths = sysconfig.get_paths()
     STDLIB = tuple(dict.fromkeys(_folder(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)))
     INSTALLED = tuple(dict.fromkeys(_folder(p) for p in sys.path if p and os.path.isdir(p)))
+    record_imports()
+    for folder in INSTALLED:
+        _distributions(folder)
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:
@@ -128,15 +165,16 @@ def reset() -> None:
     """A job starts: nothing imported by the user's code yet."""
     global _started_ns
     _used.clear()
+    _named.clear()
     _started_ns = time.time_ns()
 
 
 @contextlib.contextmanager
 def watching(root: str | None) -> Iterator[None]:
-    """Note the top-level name of each absolute import that the project's own code
-    (the file, its local modules: files under ``root`` that are no library's) makes
-    while it runs -- also those ``sys.modules`` answers, which is how a preloaded
-    library is imported; not those a library makes in turn."""
+    """Note each absolute import that the project's own code (the file, its local
+    modules: files under ``root`` that are no library's) makes while it runs -- also
+    those ``sys.modules`` answers, which is how a preloaded library is imported; not
+    those a library makes in turn (``EDGES`` has those)."""
     original = builtins.__import__
     under = _folder(root) if root else None
     own: dict[str, bool] = {}  # importer's file -> whether it is the project's
@@ -153,6 +191,7 @@ def watching(root: str | None) -> Iterator[None]:
     def __import__(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         if not level and name and globals is not None and projects(globals.get("__file__")):
             _used.add(name.partition(".")[0])
+            _note(_named, name, fromlist)
         return original(name, globals, locals, fromlist, level)
 
     builtins.__import__ = __import__
@@ -168,27 +207,199 @@ def note_classes(module: Any) -> None:
     function that imported its library where the watch did not see it)."""
     try:
         for sub in module.modules():
-            _used.add(str(type(sub).__module__).partition(".")[0])
+            name = str(type(sub).__module__)
+            _used.add(name.partition(".")[0])
+            _named.add(name)
     except Exception:  # noqa: BLE001 - a module tree that cannot be walked adds nothing
         pass
 
 
+def _note(names: set[str], name: str, fromlist: Any) -> None:
+    """Add what an import of ``name`` with ``fromlist`` may have run to ``names``.
+    Makes no container object (a tuple per import made the collector run more often:
+    a first export, which imports ~400 of torch's modules, took 1.7x as long)."""
+    names.add(name)
+    if fromlist:
+        for n in fromlist:
+            if type(n) is str and n != "*":
+                names.add(name + "." + n)
+
+
+def record_imports() -> None:
+    """From now on, for this process and the jobs forked from it, note in ``EDGES``
+    what each import statement (and ``importlib.import_module``) of a module other
+    than torch's, exportlens's or the standard library's names: the edges
+    ``depended_on`` follows from the user's imports to every library module they
+    reach. Installed in the worker before it preloads anything, so what a preloaded
+    module imported is known to every job. Once per process."""
+    if getattr(builtins.__import__, "__exportlens_edges__", False):
+        return
+    original = builtins.__import__
+    original_module = importlib.import_module
+    tracked: dict[str, bool] = {}  # importing module's name -> whether its edges count
+
+    def counts(importer: Any) -> bool:
+        if not isinstance(importer, str):
+            return False
+        file = getattr(sys.modules.get(importer), "__file__", None)
+        real = _real(file) if isinstance(file, str) else None
+        tracked[importer] = found = importer.partition(".")[0] not in _KEYED_ELSEWHERE and not (
+            real is not None and (_stdlib(real) or _under(real, OWN))
+        )
+        return found
+
+    # Every import statement of the process runs this: torch's (most of an export's)
+    # cost a dict look-up on top of the import itself.
+    def __import__(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        module = original(name, globals, locals, fromlist, level)
+        if globals is not None:
+            importer = globals.get("__name__")
+            if tracked.get(importer) or (importer not in tracked and counts(importer)):
+                try:
+                    edges = EDGES.get(importer)
+                    if edges is None:
+                        edges = EDGES[importer] = set()
+                    # A relative import has a fromlist: ``module`` is then the module named.
+                    _note(edges, name if not level else module.__name__, fromlist)
+                except Exception:  # noqa: BLE001 - noting must never break an import
+                    pass
+        return module
+
+    def import_module(name: str, package: str | None = None) -> Any:
+        module = original_module(name, package)
+        try:
+            importer: Any = sys._getframe(1).f_globals.get("__name__")
+            if tracked.get(importer) or (importer not in tracked and counts(importer)):
+                EDGES.setdefault(importer, set()).add(module.__name__)
+        except Exception:  # noqa: BLE001 - as above
+            pass
+        return module
+
+    __import__.__exportlens_edges__ = True  # type: ignore[attr-defined]
+    builtins.__import__ = __import__
+    importlib.import_module = import_module  # what lazy loaders (transformers') call
+
+
 def depended_on(root: str | None) -> dict[str, str]:
-    """File of each library the user's code imported -> its state: as the worker
-    imported it when it holds it, else as it is now (imported by this job)."""
+    """Each library unit the job's result depends on -> its state as the job ran it:
+    the distributions (their RECORD) and other module files reached from what the
+    user's code imported (see the module's docstring); ``CHANGED`` for one whose
+    file changed since it was imported (the worker's, or this job's)."""
+    files = _reached(root)
+    units: dict[str, list[str]] = {}
+    for real in files:
+        units.setdefault(record_of(real) or real, []).append(real)
     out: dict[str, str] = {}
-    for top in sorted(_used - _KEYED_ELSEWHERE):
-        held = HELD.get(top)
-        if held is not None:
-            out[held[0]] = held[1]
+    for unit, members in units.items():
+        if any(_ran_state(real) == CHANGED for real in members):
+            out[unit] = CHANGED
             continue
-        real = module_file(sys.modules.get(top), top)
-        if real is None or not is_library_file(real, root) or _stdlib(real):
-            continue
-        state = imported_state(real, _started_ns)
+        state = unit_state(unit)
         if state is not None:
-            out[real] = state
+            out[unit] = state
+            continue
+        for real in members:  # a distribution without readable metadata: its files by their bytes
+            state = unit_state(real) if real != unit else None
+            if state is not None:
+                out[real] = state
     return dict(sorted(out.items()))
+
+
+def _reached(root: str | None) -> set[str]:
+    """Real files of the modules the user's code imported, and of every module those
+    import in turn (``EDGES``), with each one's parent packages; not torch's,
+    exportlens's, the standard library's nor the project's own (keyed elsewhere)."""
+    todo = list(_named)
+    seen: set[str] = set()
+    files: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        module = sys.modules.get(name)
+        if module is None or name.partition(".")[0] in _KEYED_ELSEWHERE:
+            continue
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            real = _real(file)
+            if _stdlib(real) or _under(real, OWN) or not _outside_project(real, root):
+                continue
+            files.add(real)
+        elif getattr(module, "__path__", None) is None:
+            continue  # built in, frozen: no file to key
+        # else a namespace package: no file of its own, its portions are its modules'
+        parent = name.rpartition(".")[0]
+        if parent:
+            todo.append(parent)
+        todo.extend(EDGES.get(name, ()))
+    return files
+
+
+def _outside_project(real: str, root: str | None) -> bool:
+    """Whether a file is no module of the project's own (those are the loader's
+    local imports): outside its root, or in a ``site-packages`` folder inside it.
+    A library's file need not lie on ``sys.path``: an editable install's finder
+    imports it from its checkout."""
+    if root and real.startswith(_folder(root)):
+        parts = real.split(os.sep)
+        return "site-packages" in parts or "dist-packages" in parts
+    return True
+
+
+def _ran_state(real: str) -> str | None:
+    """A reached file's ``imported_state``: as the worker imported it, while the
+    file is still that; else as this job did."""
+    held = HELD_FILES.get(real)
+    if held is None:
+        return imported_state(real, _started_ns)
+    try:
+        return held if stat_state(os.stat(real)) == held else CHANGED
+    except OSError:
+        return CHANGED
+
+
+def record_of(real: str) -> str | None:
+    """The RECORD of the installed distribution that lists the file ``real`` (a
+    wheel's install; not an editable one, whose RECORD lists only its finder or
+    ``.pth``), or None."""
+    for folder in INSTALLED:
+        if real.startswith(folder):
+            found = _distributions(folder).get(real[len(folder) :])
+            if found is not None:
+                return found
+    return None
+
+
+def _distributions(folder: str) -> dict[str, str]:
+    """File relative to ``folder`` -> the RECORD that lists it, for the distributions
+    installed in ``folder`` (read again once a distribution came or went: that
+    changes the folder's modification time)."""
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return {}
+    known = _RECORDS.get(folder)
+    if known is not None and known[0] == mtime:
+        return known[1]
+    files: dict[str, str] = {}
+    try:
+        entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".dist-info"))
+    except OSError:
+        entries = []
+    for entry in entries:
+        record = os.path.join(folder, entry, "RECORD")
+        try:
+            with open(record, encoding="utf-8", errors="surrogateescape") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            path = line.rpartition(",")[0].rpartition(",")[0]  # path,hash,size; a path may hold commas
+            if path:
+                files.setdefault(path, record)
+    _RECORDS[folder] = (mtime, files)
+    return files
 
 
 def preloaded_used() -> list[str]:
@@ -211,14 +422,24 @@ def imported_state(real: str, since_ns: int) -> str | None:
 
 def hold(since_ns: int, known: dict[str, str] | None = None) -> None:
     """Note the file and state of every top-level library in memory now (``HELD``),
-    imported from ``since_ns`` on; ``known``: states already taken, by file."""
+    and the state of every library module's file (``HELD_FILES``), imported from
+    ``since_ns`` on; ``known``: states already taken, by file."""
     for name, module in list(sys.modules.items()):
-        if "." in name or name in HELD or name in _KEYED_ELSEWHERE:
+        if name.partition(".")[0] in _KEYED_ELSEWHERE:
             continue
-        real = module_file(module, name)
-        if real is None or not is_library_file(real, None) or _stdlib(real):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
             continue
-        state = (known or {}).get(real) or imported_state(real, since_ns)
+        real = _real(file)
+        if _stdlib(real) or _under(real, OWN):
+            continue
+        if real not in HELD_FILES:
+            state = (known or {}).get(real) or imported_state(real, since_ns)
+            if state is not None:
+                HELD_FILES[real] = state
+        if "." in name or name in HELD or module_file(module, name) is None or not is_library_file(real, None):
+            continue
+        state = HELD_FILES.get(real)
         if state is not None:
             HELD[name] = (real, state)
 

@@ -198,7 +198,7 @@ def _install(tmp_path: Path, text: str = "WIDTH = 3\n") -> Path:
 
 
 def _using(project: Project, library: Path, state: str | None = None) -> FileResult:
-    state = state or cachekey.library_state(str(library))
+    state = state or cachekey.unit_state(str(library))
     assert state is not None
     return dataclasses.replace(project.result(), libraries=(str(library),), library_states=(state,))
 
