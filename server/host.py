@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from exportlens.server.features.progress import JobProgress
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
+    from exportlens.server.watch import Watcher
     from exportlens.server.workers import ExportBridge
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,6 +57,7 @@ class Host(Protocol):
     client: ClientProfile  # what the client takes, read once at initialize
     publish_serial: int
     config_ready: asyncio.Event  # set once the client's settings were read
+    watcher: Watcher | None  # None until the client is initialised (then files on disk are watched)
 
     @property
     def pipeline(self) -> Pipeline: ...
