@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -148,7 +149,11 @@ class FakeWeights:
         self.value_read: str | None = None  # the op that read a fake value, first time
         # The factory call that made each fake, while its storage is untouched.
         self.recipes: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.written: set[int] = set()  # storages (``_cdata``) of fakes written to in place
+        # Storage address (``_cdata``) -> the fakes with a recipe made there. Only read
+        # while that storage is alive (a write to it): an address outlives its storage
+        # and comes back for the next one, so a set of the addresses written to made a
+        # fake built where a written one had been freed lose its recipe.
+        self._made_at: dict[int, list[weakref.ref[Any]]] = {}
 
     def is_fake(self, value: Any) -> bool:
         return isinstance(value, FakeTensor) and value.fake_mode is self.mode
@@ -171,6 +176,8 @@ class FakeWeights:
         self.made += 1
         self.made_bytes += nbytes
         self.recipes[out] = (func, args, kwargs)
+        at = out.untyped_storage()._cdata
+        self._made_at[at] = [r for r in self._made_at.get(at, ()) if r() is not None] + [weakref.ref(out)]
         return out
 
     def note_writes(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -185,13 +192,17 @@ class FakeWeights:
             value = args[i] if i < len(args) else kwargs.get(argument.name)
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if self.is_fake(t):
-                    self.written.add(t.untyped_storage()._cdata)
+                    at = t.untyped_storage()._cdata
+                    for ref in self._made_at.pop(at, ()):
+                        made = ref()
+                        if made is not None and made.untyped_storage()._cdata == at:
+                            self.recipes.pop(made, None)
 
     def real_again(self, t: Any) -> torch.Tensor | None:
         """``t`` made for real by its recipe (the same factory call: the same values, or
         fresh random ones for a random factory); None when it has none or was written to."""
         recipe = self.recipes.get(t)
-        if recipe is None or t.untyped_storage()._cdata in self.written:
+        if recipe is None:
             return None
         func, args, kwargs = recipe
         out = func(*args, **kwargs)
