@@ -62,7 +62,7 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 
         torch.set_num_threads(num_threads)
         user_blas_threads()
-        cached = fakecache.mark()
+        fakecache.record()
 
         from exportlens.core.export.job import run_job
 
@@ -72,10 +72,10 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
         result = run_job(request, emit)
         mark("job: result built")
         emit(_imported(before, request))
-        learned = fakecache.collect(cached)
-        if learned:
-            emit(FakeCache(learned))
-            mark("job: fake-tensor cache entries sent")
+        asked = fakecache.questions()
+        if asked:
+            emit(FakeCache(asked))
+            mark("job: fake-tensor cache questions sent")
         # Flushed before the result, not after: the worker keeps the output that is
         # in the pipe when the result arrives, and kills the job right away.
         _flush()

@@ -39,7 +39,7 @@ job process -> zygote (a pipe per job)
     ``Imported``      before its result: the library modules it imported (for the
                       worker to preload) and the preloaded libraries the model used
     ``FakeCache``     before its result, when its export added entries to the
-                      fake-tensor dispatch cache: those entries (``fakecache``)
+                      fake-tensor dispatch cache: the calls that did (``fakecache``)
     ``JobResult``     once, last: the file's result
 """
 
@@ -222,8 +222,9 @@ class Imported:
 
 @dataclass(frozen=True)
 class FakeCache:
-    """The fake-tensor dispatch cache entries a job added, for its worker to keep
-    (``exportlens.core.isolation.fakecache``: pickled, read with a restricted reader)."""
+    """The fake-tensor operator calls a job made that added cache entries: questions
+    its worker asks again itself, in its own state (``exportlens.core.isolation.fakecache``:
+    plain msgpack data, never objects)."""
 
     TAG: ClassVar[str] = "fakecache"
     data: bytes = b""

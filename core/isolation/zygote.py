@@ -78,7 +78,7 @@ class Zygote:
         self.ending: tuple[int, Job, Tail] | None = None  # (request id, job, output) killed, to reap once its result is sent
         self.preloader = Preloader(record, self.send)
         self.idle_since = time.monotonic()  # when the last request ended
-        self.fake_cache: list[bytes] = []  # what jobs added to the fake-tensor cache, kept once the result is out
+        self.answers = fakecache.Answers()  # fake-tensor calls jobs made, asked again here once the result is out
 
     @property
     def stop_requested(self) -> bool:
@@ -162,13 +162,20 @@ class Zygote:
             self.idle_since = time.monotonic()
 
     def keep_fake_cache(self) -> None:
-        """Add the fake-tensor cache entries the request's jobs sent to ours, before
-        the next standby is forked (``fakecache``); new objects are frozen with the rest."""
-        learned, self.fake_cache = self.fake_cache, []
-        added = sum(fakecache.merge(data) for data in learned)
+        """Ask the fake-tensor calls the request's jobs made again, here (``fakecache``),
+        until done, or a request waits once ``ANSWER_BEFORE_NEXT_S`` is spent (the rest
+        waits for the next idle moment): a later job finds torch's answers in the cache
+        it inherits. New objects are frozen with the rest."""
+        if not self.answers.wanted:
+            return
+        # Before the next request, up to a budget: a save that comes right after a
+        # result (the editor's next keystroke, ``check``'s next file) finds them.
+        until = time.monotonic() + fakecache.ANSWER_BEFORE_NEXT_S
+        added = self.answers.answer(lambda: time.monotonic() > until and self.input_waiting())
         if added >= fakecache.WORTH_A_NEW_STANDBY:
             self.forks.drop_standby()  # forked before: it lacks them
         if added:
+            fakecache.settle()
             gc.freeze()
             mark(f"zygote: {added} fake-tensor cache entries kept")
 
@@ -179,6 +186,9 @@ class Zygote:
         why = self.preloader.stale()
         if why is not None:
             self.retire(why)
+            return True
+        if self.answers.wanted and not self.input_waiting():
+            self.keep_fake_cache()
             return True
         if not self.preloader.wanted or time.monotonic() - self.idle_since < IDLE_S or self.input_waiting():
             return False
@@ -251,7 +261,7 @@ class Zygote:
             if attempt.imported is not None:
                 self.preloader.learn(attempt.imported)
             if attempt.fake_cache:
-                self.fake_cache.append(attempt.fake_cache)
+                self.answers.learn(attempt.fake_cache)
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
             if later:
@@ -316,6 +326,7 @@ def main() -> None:
     mark("zygote: torch imported")
     num_threads = torch.get_num_threads()
     version = warm_up()
+    fakecache.install()  # what jobs' rules are compared with, and how they note their questions
     mark("zygote: warmed up")
     # Everything alive now is shared with every job process; keep the collector from
     # writing to those objects' headers in the jobs (copy-on-write of torch's heap).

@@ -1,22 +1,23 @@
-"""The fake-tensor dispatch cache a job fills, carried to the zygote
-(``core/isolation/fakecache.py``): a fork that merged another fork's entries exports
-the same program without computing them again; an operator whose kernels differ
-keeps its entries out; bytes that are not entries build nothing; and through a real
-worker, the first save of a model sends its entries and a later one has them."""
+"""The fake-tensor dispatch cache of later jobs, filled by the worker itself
+(``core/isolation/fakecache.py``): a fork that asked another fork's questions again
+exports the same program computing few entries itself; a job that changed the
+fake-tensor rules computes everything itself, as a fresh torch would; bytes that are
+not questions build and run nothing; and through a real worker, the first save of a
+model sends its questions and a later one finds the answers."""
 
 from __future__ import annotations
 
-import io
 import os
 import pickle
 from pathlib import Path
-from typing import Callable
 
+import msgpack
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from exportlens.core.isolation import fakecache, trace
+from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from tests.core.isolation.forks import in_child
@@ -32,65 +33,164 @@ class Block(torch.nn.Module):
         return torch.softmax(self.norm(self.fc(x)).transpose(0, 1), dim=-1)
 
 
+class MatMul(torch.nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x @ w
+
+
+@pytest.fixture(scope="module", autouse=True)
+def zygote_like() -> None:
+    """This process as the zygote is: warmed up, the recording hook installed."""
+    warm_up()
+    fakecache.install()
+
+
 def _export() -> str:
     torch.manual_seed(0)
     return str(torch.export.export(Block(), (torch.randn(3, 12),)).run_decompositions({}).graph_module.code)
 
 
-def _collected() -> bytes:
-    def work() -> bytes:
-        start = fakecache.mark()
+def _asked() -> tuple[bytes, int]:
+    """In a fork, as a job: the questions of one export, and how many entries it computed."""
+
+    def work() -> tuple[bytes, int]:
+        fakecache.record()
+        misses = FakeTensorMode.cache_misses
         _export()
-        return fakecache.collect(start)
+        return fakecache.questions(), FakeTensorMode.cache_misses - misses
 
-    data = in_child(work)
-    assert data
-    return data
+    data, computed = in_child(work)
+    assert data and computed > 10
+    return data, computed
 
 
-def _export_counting(data: bytes, before_merge: Callable[[], None] = lambda: None) -> tuple[int, int, str, set[str]]:
-    """In a fork: merge ``data``, export; (entries added, cache misses of the export,
-    its code, the operators of the entries added)."""
+def _answered_then_exported(data: bytes) -> tuple[int, int, str]:
+    """In a fork, as the zygote then a job: answer ``data``; then export (entries the
+    answers added, entries the export still computed, its code)."""
 
-    def work() -> tuple[int, int, str, set[str]]:
-        before_merge()
-        start = len(FakeTensorMode.cache)
-        added = fakecache.merge(data)
-        ops = {str(key.key[0]) for key in list(FakeTensorMode.cache)[start:]}
+    def work() -> tuple[int, int, str]:
+        answers = fakecache.Answers()
+        answers.learn(data)
+        added = answers.answer(lambda: False)
+        fakecache.settle()
+        fakecache.record()
         misses = FakeTensorMode.cache_misses
         code = _export()
-        return added, FakeTensorMode.cache_misses - misses, code, ops
+        return added, FakeTensorMode.cache_misses - misses, code
 
     return in_child(work)
 
 
-def test_a_fork_with_the_entries_of_another_computes_none_again() -> None:
-    data = _collected()
-    added, misses, code, _ = _export_counting(data)
-    assert added > 10
-    assert misses == 0
-    cold_added, cold_misses, cold_code, _ = _export_counting(b"")
-    assert cold_added == 0 and cold_misses > 10  # without them, each is computed again
+def test_a_fork_that_answered_another_forks_questions_computes_few_entries_again() -> None:
+    data, computed = _asked()
+    added, misses, code = _answered_then_exported(data)
+    assert added >= computed // 2
+    assert misses <= computed // 4  # views and in-place ops, cheap, are left to the job
+    _, cold_misses, cold_code = _answered_then_exported(b"")
+    assert cold_misses == computed  # without them, each is computed again
     assert code == cold_code  # and the program is the same
 
 
-def test_an_operator_whose_kernels_differ_keeps_its_entries_out() -> None:
-    data = _collected()
-    whole, _, _, ops = _export_counting(data)
-    assert "aten._softmax.default" in ops
+def _new_entries(start: int) -> dict[str, str]:
+    return {repr(key.key): repr(entry) for key, entry in list(FakeTensorMode.cache.items())[start:]}
 
-    def replace_softmax_meta() -> None:
-        # As model code registering its own meta function for an operator would.
-        from torch._decomp import meta_table
 
-        op = torch.ops.aten._softmax.default
-        theirs = meta_table[op]
-        meta_table[op] = lambda *args, **kwargs: theirs(*args, **kwargs)
+def test_the_zygotes_answers_are_the_entries_the_job_computed() -> None:
+    """Each entry the zygote adds for a question is the one tracing itself made for
+    that key (output metadata, aliasing, requires_grad): nothing a later job reads
+    differs from what it would have computed."""
 
-    added, misses, _, ops = _export_counting(data, replace_softmax_meta)
-    assert 0 < added < whole
-    assert "aten._softmax.default" not in ops
-    assert misses >= 1
+    def job() -> tuple[bytes, dict[str, str]]:
+        start = len(FakeTensorMode.cache)
+        fakecache.record()
+        _export()
+        return fakecache.questions(), _new_entries(start)
+
+    data, computed = in_child(job)
+
+    def zygote() -> dict[str, str]:
+        start = len(FakeTensorMode.cache)
+        answers = fakecache.Answers()
+        answers.learn(data)
+        answers.answer(lambda: False)
+        return _new_entries(start)
+
+    answered = in_child(zygote)
+    common = computed.keys() & answered.keys()
+    assert len(common) >= len(computed) // 2
+    assert {k: answered[k] for k in common} == {k: computed[k] for k in common}
+
+
+def test_questions_are_plain_data() -> None:
+    data, _ = _asked()
+    questions = msgpack.unpackb(data)
+    assert all(q[0] in ("aten", "prims") and isinstance(q[1], str) for q in questions)
+    assert any(q[1] == "addmm" or q[1] == "linear" for q in questions)
+
+
+def _wider_mm() -> None:
+    """As a model file that changes torch's fake-tensor rules in its own job would:
+    ``mm`` gets one extra column."""
+    from torch._subclasses import fake_impls
+
+    def wider(fake_mode: FakeTensorMode, func: object, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        meta = torch.empty(a.shape[0], b.shape[1] + 1, device="meta")
+        return fake_mode.fake_tensor_converter.from_meta_and_device(fake_mode, meta, a.device)
+
+    fake_impls.op_implementations_checks.insert(0, (lambda func: func is torch.ops.aten.mm.default, wider))
+
+
+def _mm_shape(change_rules: bool) -> list[int]:
+    """In a fork that already holds the answer for ``[5, 7] @ [7, 3]``: the output
+    shape of the export, after the rules were changed or not."""
+
+    def learn() -> bytes:
+        fakecache.record()
+        torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        return fakecache.questions()
+
+    data = in_child(learn)
+
+    def work() -> list[int]:
+        answers = fakecache.Answers()
+        answers.learn(data)
+        assert answers.answer(lambda: False) > 0
+        fakecache.settle()
+        fakecache.record()
+        if change_rules:
+            _wider_mm()
+        ep = torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        [out] = [n for n in ep.graph.nodes if n.op == "output"][0].args[0]
+        return list(out.meta["val"].shape)
+
+    return in_child(work)
+
+
+def test_a_job_that_changed_the_rules_computes_everything_itself() -> None:
+    assert _mm_shape(change_rules=False) == [5, 3]
+    assert _mm_shape(change_rules=True) == [5, 4]  # as torch, in a fresh process of that file
+
+
+def test_what_a_job_computed_under_its_own_rules_never_reaches_the_worker() -> None:
+    """The job's questions are asked again in the worker's own state: torch's answer."""
+
+    def learn() -> bytes:
+        fakecache.record()
+        _wider_mm()
+        torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        return fakecache.questions()
+
+    data = in_child(learn)
+
+    def work() -> list[int]:
+        answers = fakecache.Answers()
+        answers.learn(data)
+        answers.answer(lambda: False)
+        ep = torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        [out] = [n for n in ep.graph.nodes if n.op == "output"][0].args[0]
+        return list(out.meta["val"].shape)
+
+    assert in_child(work) == [5, 3]
 
 
 class _Evil:
@@ -101,24 +201,28 @@ class _Evil:
 @pytest.mark.parametrize(
     "data",
     [
-        b"not a pickle",
-        pickle.dumps(({}, [((torch.float32,), _Evil())])),
-        pickle.dumps(({}, [((1, 2), None)])),
-        pickle.dumps([1, 2, 3]),
+        b"not msgpack at all",
+        pickle.dumps(({}, [((torch.float32,), _Evil())])),  # the old format, with a payload
+        msgpack.packb([["os", "system", "default", ["float32", "cpu", False, None], ["u", [["s", "touch pwned"]]], ["k", []]]]),
+        msgpack.packb([["aten", "_print", "default", ["float32", "cpu", False, None], ["u", [["s", "pwned"]]], ["k", []]]]),
+        msgpack.packb([["aten", "mm", "default", ["float32", "cpu", False, None], ["u", [["t", "float32", [2, 2], [2, 1], 0, 16, "cpu", False, False], ["x", "?"]]], ["k", []]]]),
+        msgpack.packb([["aten", "mm", "default", ["float32", "cpu", False, {"__class__": 1}], ["u", []], ["k", []]]]),
+        msgpack.packb([["aten", "add", "Tensor", ["float32", "cpu", False, None], ["u", [["t", "float32", [1 << 40], [1], 0, 4, "cpu", False, False]] * 2], ["k", []]]]),
+        msgpack.packb([1, 2, 3]),
+        msgpack.packb({"a": 1}),
     ],
 )
-def test_bytes_that_are_not_entries_build_nothing(data: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bytes_that_are_not_questions_build_and_run_nothing(data: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
-    added, _, _, _ = _export_counting(data)
-    assert added == 0
+
+    def work() -> int:
+        answers = fakecache.Answers()
+        answers.learn(data)
+        return answers.answer(lambda: False)
+
+    assert in_child(work) == 0
     assert not (tmp_path / "pwned").exists()
-
-
-def test_the_reader_refuses_what_is_not_a_cache_type() -> None:
-    with pytest.raises(pickle.UnpicklingError):
-        fakecache._Reader(io.BytesIO(pickle.dumps(os.system))).load()
-    with pytest.raises(pickle.UnpicklingError):
-        fakecache._Reader(io.BytesIO(pickle.dumps(torch.nn.Linear))).load()
+    assert "pwned" not in capfd.readouterr().out
 
 
 MODEL = """
@@ -154,8 +258,8 @@ def test_through_a_worker_the_first_save_sends_its_entries_and_the_next_has_them
     assert [[t.status for t in r.targets] for r in results] == [["ok"], ["ok"]]
     assert results[0].targets[0].program == results[1].targets[0].program
     steps = [what for _, _, what in trace.read(str(log))]
-    sent = [i for i, what in enumerate(steps) if what == "job: fake-tensor cache entries sent"]
+    sent = [i for i, what in enumerate(steps) if what == "job: fake-tensor cache questions sent"]
     kept = [i for i, what in enumerate(steps) if what.startswith("zygote:") and what.endswith("fake-tensor cache entries kept")]
-    assert len(sent) == 1 and len(kept) == 1 and sent[0] < kept[0]
-    second = next(i for i, what in enumerate(steps) if what == "zygote: request 1 read")
-    assert kept[0] < second
+    # The first save asked; the zygote answered (before the second request, or after
+    # it, while idle); the second save, forked after the answers, asked nothing new.
+    assert len(sent) == 1 and kept and sent[0] < kept[0]
