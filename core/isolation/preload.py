@@ -30,6 +30,13 @@ library whose import
   trace or profile function, or changes torch's global settings (default dtype or
   device, grad or inference mode, thread count, deterministic algorithms): every job
   would inherit it, including those of models that never import the library;
+- changes anything else code that never imports the library could see
+  (``observable``): a function or method of torch, of the standard library or of a
+  library loaded before replaced (``torch.nn.functional.gelu = silu``, as speed-up
+  libraries patch), a registry entry for one of torch's operators or classes (a
+  decomposition, a fake-tensor rule), ``os.environ``. New names, and registrations of
+  the library's own classes and operators, are seen only by code that uses the
+  library, and are allowed;
 - crashes or hangs the worker: the pool sees it die, or go silent, after
   ``Preloading`` named the module, records the refusal and starts another worker; the
   request it held goes to that one (``exportlens.core.isolation.pool``).
@@ -59,7 +66,7 @@ from typing import Any, Callable
 
 from exportlens.core.cache.keys import library_state
 from exportlens.core.export import libraries
-from exportlens.core.isolation import preload_record
+from exportlens.core.isolation import fakecache, observable, preload_record
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
 from exportlens.core.isolation.trace import mark
 
@@ -192,6 +199,7 @@ class Preloader:
         self.noted_day = preload_record.today()
         self.rss_before_kb = 0
         self.checked = time.monotonic()
+        self.seen: observable.Snapshot | None = None  # what other code sees, as the last import left it
 
     def start(self, since_ns: int) -> None:
         """After the warm-up (which began at ``since_ns``, wall clock): note what the
@@ -243,6 +251,8 @@ class Preloader:
         announced = False
         gc.disable()  # an import makes many objects; collections meanwhile only cost time
         try:
+            if self.seen is None:
+                self.seen = observable.take()  # ~0.25 s, once, while idle
             while self.pending and not interrupted():
                 name, expected = next(iter(self.pending.items()))
                 del self.pending[name]
@@ -259,7 +269,7 @@ class Preloader:
                 before = interpreter()
                 since_ns = time.time_ns()
                 ok = self._import(name, expected)
-                why = unsafe(before, interpreter())
+                why = unsafe(before, interpreter()) or _changes_seen(self.seen)
                 if why is not None:
                     self._refuse(top, why, file, state)
                     return why
@@ -273,6 +283,7 @@ class Preloader:
         if imported:
             libraries.hold(started_ns, self.watched)
             libraries.PRELOADED = frozenset(self.modules)
+            fakecache.settle()  # a library's own operators and rules are the zygote's now
         if imported or self.used - self.noted:
             self._save()
         if announced:
@@ -351,6 +362,15 @@ class Preloader:
     def next_check_s(self) -> float:
         """Seconds until the next look at the files held."""
         return max(0.0, STALE_CHECK_S - (time.monotonic() - self.checked))
+
+
+def _changes_seen(seen: observable.Snapshot) -> str | None:
+    """Why an import left something behind that the jobs of files which never import
+    the library would see (``observable``); None when it did not."""
+    found = observable.changes(seen)
+    if not found:
+        return None
+    return f"its import changes what code that never imports it sees ({'; '.join(found)}), which every job would inherit"
 
 
 def _top_file(top: str) -> tuple[str, str]:

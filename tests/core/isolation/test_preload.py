@@ -328,6 +328,84 @@ def test_an_upgraded_library_retires_the_worker_and_its_results(site: Site, cach
     assert f"retiring: {init} changed on disk" in log.read_text()
 
 
+GELU_MODEL = """
+import torch
+{imports}
+
+
+class Act(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.gelu(x)
+
+
+model = Act()
+example_args = (torch.ones(1, 3),)
+"""
+
+
+def test_a_library_that_patches_torch_at_import_is_refused_and_reaches_no_other_file(site: Site, cache: Path, tmp_path: Path) -> None:
+    """As speed-up libraries patch torch at import (here ``gelu = silu``, summed so that
+    the signature shows it): preloaded, every later job would have it, including the
+    jobs of files that never import it (issue 29). The worker refuses it, saying what it
+    changed, and retires; a library that only adds names and registers its own classes
+    is preloaded as before."""
+    site.library(
+        "patchlib",
+        """
+        import torch
+
+        def _silu_summed(x, approximate="none"):
+            return torch.nn.functional.silu(x).sum(-1)
+
+        torch.nn.functional.gelu = _silu_summed
+        """,
+    )
+    site.library(
+        "ownlib",
+        """
+        import torch
+        import torch.utils._pytree as pytree
+
+        class Pair:
+            def __init__(self, a, b):
+                self.a, self.b = a, b
+
+        pytree.register_pytree_node(Pair, lambda p: ([p.a, p.b], None), lambda xs, _: Pair(*xs))
+        torch.nn.Module.ownlib_helper = lambda self: None  # a new name: seen only by code that asks for it
+        """,
+    )
+    patched = tmp_path / "a" / "model.py"
+    patched.parent.mkdir()
+    patched.write_text(GELU_MODEL.format(imports="import patchlib\nimport ownlib"))
+    plain = tmp_path / "b" / "model.py"
+    plain.parent.mkdir()
+    plain.write_text(GELU_MODEL.format(imports=""))
+
+    def outputs(result: FileResult) -> list[int]:
+        [target] = result.targets
+        assert target.status == "ok" and target.signature is not None, result.diagnostics
+        [out] = target.signature.outputs
+        assert out.arg.meta is not None
+        return list(out.arg.meta.shape)
+
+    with WorkerPool(1, preload_dir=cache) as pool:
+        pool.wait_ready()
+        (first_worker,) = pool.worker_pids()
+        assert outputs(export(pool, patched, 1)) == [1]  # its own job: patched
+        wait_for(lambda: "patchlib" in preload_record.read(pool.record).refused, "the worker refused patchlib")
+        reason = preload_record.read(pool.record).refused["patchlib"].reason
+        assert "torch.nn.functional.gelu replaced" in reason, reason
+        assert outputs(export(pool, plain, 2)) == [1, 3]  # torch's gelu
+        (worker,) = pool.worker_pids()
+        assert worker != first_worker
+        assert outputs(export(pool, patched, 3)) == [1]  # its job imports both again
+        wait_for(lambda: worker in site.importers("ownlib"), "the new worker preloaded ownlib")
+        assert outputs(export(pool, plain, 4)) == [1, 3]
+        assert outputs(export(pool, patched, 5)) == [1]
+        assert "ownlib" not in preload_record.read(pool.record).refused
+    assert worker not in site.importers("patchlib")
+
+
 TRANSFORMERS_MODEL = """
 import sys
 
