@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 # Module-level containers that are caches or bookkeeping of the interpreter: they
-# grow with every import and hold nothing another program's result depends on.
+# grow with every import and hold nothing another program's result depends on (and
+# any whose name ends in "cache", as ``regex._main._cache`` does).
 _CACHES = frozenset(
     {
         ("sys", "modules"),  # new modules; a replaced entry is still caught by its module's attributes
@@ -107,6 +108,8 @@ def take(names: Iterable[str] | None = None, environ: bool = True) -> Snapshot:
 
 def _add(snapshot: Snapshot, names: Iterable[str]) -> None:
     for name in names:
+        if name == "exportlens" or name.startswith("exportlens."):
+            continue  # the worker's own state, which it changes itself between imports
         module = sys.modules.get(name)
         if not isinstance(module, types.ModuleType):
             continue
@@ -119,7 +122,7 @@ def _add(snapshot: Snapshot, names: Iterable[str]) -> None:
             if attribute == "__warningregistry__":
                 continue
             if type(value) in _CONTAINERS:  # never a library's own mapping: reading one may import
-                if (name, attribute) not in _CACHES:
+                if (name, attribute) not in _CACHES and not attribute.lower().endswith("cache"):
                     kind = set if isinstance(value, set) else list if isinstance(value, list) else dict
                     snapshot.containers[(name, attribute)] = (value, kind(value))
             elif isinstance(value, type) and _defined_in(value, name) and id(value) not in snapshot.classes:
@@ -136,12 +139,18 @@ def _defined_in(value: Any, module: str) -> bool:
         return False
 
 
-def changes(snapshot: Snapshot, rebase: bool = True) -> list[str]:
+def changes(snapshot: Snapshot, rebase: bool = True, own: str | None = None) -> list[str]:
     """What changed since ``snapshot`` that other code could see (see the module's
     text), in words; empty when nothing did. Then, with ``rebase``, the snapshot takes
     in what changed (what may change, and the modules loaded since), so the next
-    import is compared with the state it found."""
+    import is compared with the state it found. ``own``: the library being imported,
+    whose own modules are its business (a lazy package replaces itself in
+    ``sys.modules``; a submodule fills its package's tables)."""
     found: list[str] = []
+
+    def mine(module: str) -> bool:
+        return own is not None and (module == own or module.startswith(own + "."))
+
     stale_modules: list[str] = []
     stale_classes: list[int] = []
     stale_containers: list[tuple[str, str]] = []
@@ -152,6 +161,9 @@ def changes(snapshot: Snapshot, rebase: bool = True) -> list[str]:
 
     for name, (module, before) in snapshot.modules.items():
         if name in _MAIN:
+            continue
+        if mine(name):
+            stale_modules.append(name)
             continue
         if name in sys.modules and sys.modules[name] is not module:
             if note(f"sys.modules[{name!r}] replaced"):
@@ -171,6 +183,9 @@ def changes(snapshot: Snapshot, rebase: bool = True) -> list[str]:
                 if not _may_replace(snapshot, name, attribute, value, now[attribute]) and note(f"{name}.{attribute} replaced"):
                     return found
     for key, (cls, before) in snapshot.classes.items():
+        if mine(getattr(cls, "__module__", "") or ""):
+            stale_classes.append(key)
+            continue
         now = vars(cls)
         if len(now) != len(before):
             stale_classes.append(key)
@@ -184,6 +199,9 @@ def changes(snapshot: Snapshot, rebase: bool = True) -> list[str]:
                 if note(f"{cls.__module__}.{cls.__qualname__}.{attribute} replaced"):
                     return found
     for place, (container, copy) in snapshot.containers.items():
+        if mine(place[0]):
+            stale_containers.append(place)
+            continue
         why = _container_change(snapshot, place, container, copy)
         if why is not None:
             if note(f"{place[0]}.{place[1]}: {why}"):
@@ -218,8 +236,8 @@ def _may_replace(snapshot: Snapshot, module: str, attribute: str, before: Any, n
     held = snapshot.containers.get((module, attribute))
     if held is not None and isinstance(now, type(held[1])):
         return _container_change(snapshot, (module, attribute), now, held[1]) is None
-    if before is None:
-        return _plain_or_torch(now)
+    if before is None:  # set once, lazily: a private helper (``tempfile._name_sequence``), or data
+        return attribute.startswith("_") or _plain_or_torch(now)
     torch_module = module == "torch" or module.startswith("torch.")
     if torch_module and type(before) is int and type(now) is int:
         return attribute.startswith("_") or attribute.isupper()  # a counter (``DESCRIBER_NEXT_ID``)
@@ -268,8 +286,8 @@ def _reaches_old(snapshot: Snapshot, obj: Any) -> bool:
     if isinstance(obj, str):
         match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(::|/)", obj)
         return match is not None and match.group(1) in snapshot.namespaces
-    if isinstance(obj, tuple):
-        return any(_reaches_old(snapshot, item) for item in obj if not isinstance(item, _PLAIN))
+    if isinstance(obj, tuple):  # a composite key: only an operator in it says it is a rule
+        return any(_reaches_old(snapshot, item) for item in obj if isinstance(item, str) or type(item).__module__ == "torch._ops")
     if isinstance(obj, _PLAIN):
         return False
     if id(obj) in snapshot.hops:
