@@ -8,8 +8,8 @@ time of ``export`` + ``run_decompositions`` of a freshly built model
 (1) in a fork of a worker-like process (torch and transformers imported, the tiny
     warm-up export run, heap frozen) that wrote the warm-up's hot pages first, as
     the standby does -- with nothing carried over from earlier jobs;
-(2) the same, after that process merged the fake-tensor cache entries an earlier
-    fork of it sent (``core/isolation/fakecache.py``) -- what a save after the
+(2) the same, after that process answered the fake-tensor questions an earlier
+    fork of it asked (``core/isolation/fakecache.py``) -- what a save after the
     first one of a model gets;
 (3) in a fork of a process that itself exported the model before forking: every
     per-process cache warm, the floor of any fork-per-job design;
@@ -90,6 +90,7 @@ def main() -> None:
     from exportlens.core.isolation.jobprocess import prewarm
 
     prewarm()
+    fakecache.install()
     gc.freeze()
 
     def record() -> bytes:
@@ -114,11 +115,14 @@ def main() -> None:
         cold = [in_fork(as_standby(run)) for _ in range(ROUNDS)]
 
         def learn(run: Callable[[], float] = run) -> bytes:
-            start = fakecache.mark()
+            fakecache.record()
             run()
-            return fakecache.collect(start)
+            return fakecache.questions()
 
-        added = fakecache.merge(in_fork(learn))  # type: ignore[arg-type]
+        answers = fakecache.Answers()
+        answers.learn(in_fork(learn))  # type: ignore[arg-type]
+        added = answers.answer(lambda: False)
+        fakecache.settle()
         gc.freeze()
         merged = [in_fork(as_standby(run)) for _ in range(ROUNDS)]
         run()
@@ -134,7 +138,7 @@ def main() -> None:
         print(f"  {label}:")
         for what, ms, note in (
             ("(1) fork of the worker, nothing carried", cold, f"{cold / itself:.2f}x torch's re-run"),
-            (f"(2) fork after merging {added} cache entries", merged, f"{merged / itself:.2f}x"),
+            (f"(2) fork after answering, {added} cache entries", merged, f"{merged / itself:.2f}x"),
             ("(3) fork of a process that exported it", warm_parent, f"{warm_parent / itself:.2f}x: a fork's own cost"),
             ("(4) torch's warm re-run, in process", itself, ""),
         ):
