@@ -336,10 +336,11 @@ class Answers:
         # calling it would decompose it first.
         from torch._subclasses.fake_tensor import FakeTensor
 
-        # Below autograd too, as there: an operator a decomposition calls must not
-        # record grad (a cached output that required grad where tracing's did not
-        # would change every later key, and the program).
-        with _default_dtype(dtype), torch.inference_mode(inference), torch._C._AutoDispatchBelowAutograd():
+        # Below autograd and its view tracking too, as there: an operator a
+        # decomposition calls must not record grad, nor a view inherit its base's (a
+        # cached output that required grad where tracing's did not would change every
+        # later key, and the program).
+        with _default_dtype(dtype), torch.inference_mode(inference), torch._C._AutoDispatchBelowADInplaceOrView():
             mode.__torch_dispatch__(op, (FakeTensor,), call_args, call_kwargs)
 
     def _mode(self, settings: Any) -> Any:
@@ -374,13 +375,11 @@ def _operator(namespace: Any, name: Any, overload: Any) -> Any:
 
 def _carried(op: Any) -> bool:
     """Whether calls of ``op`` are asked again in the zygote: an ``aten``/``prims``
-    operator without effects (``aten::_print`` and its kind would act), neither a view
-    nor in place (their entry also says how the output aliases an input, which a call
-    outside autograd's view tracking does not make as tracing does; both are cheap to
-    compute in the job)."""
+    operator without effects (``aten::_print`` and its kind would act), not in place
+    (it would write to the question's tensors; cheap to compute in the job)."""
     from torch._higher_order_ops.effects import has_effects
 
-    return op.namespace in NAMESPACES and not has_effects(op) and not op.is_view and not op._schema.is_mutable
+    return op.namespace in NAMESPACES and not has_effects(op) and not op._schema.is_mutable
 
 
 def _dtype(name: Any) -> Any:

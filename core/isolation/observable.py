@@ -195,7 +195,7 @@ def changes(snapshot: Snapshot, rebase: bool = True, own: str | None = None) -> 
             if attribute not in now:
                 if note(f"{cls.__module__}.{cls.__qualname__}.{attribute} removed"):
                     return found
-            elif now[attribute] is not value:
+            elif now[attribute] is not value and not _counter(cls.__module__, value, now[attribute]):
                 if note(f"{cls.__module__}.{cls.__qualname__}.{attribute} replaced"):
                     return found
     for place, (container, copy) in snapshot.containers.items():
@@ -242,6 +242,11 @@ def _may_replace(snapshot: Snapshot, module: str, attribute: str, before: Any, n
     if torch_module and type(before) is int and type(now) is int:
         return attribute.startswith("_") or attribute.isupper()  # a counter (``DESCRIBER_NEXT_ID``)
     return torch_module and attribute.startswith("_") and isinstance(before, bool) and isinstance(now, bool)
+
+
+def _counter(module: str, before: Any, now: Any) -> bool:
+    """An int of torch's that counts (``FakeTensorMode.cache_hits``)."""
+    return (module == "torch" or module.startswith("torch.")) and type(before) is int and type(now) is int
 
 
 def _container_change(snapshot: Snapshot, place: tuple[str, str], now: Any, before: Any) -> str | None:
