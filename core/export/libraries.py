@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -80,7 +81,11 @@ _started_ns = 0
 _RECORDS: dict[str, tuple[int, dict[str, str]]] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def _folder(path: str) -> str:
+    """A folder's real path, with its separator (memoized: a job asks it of the
+    project root for each of a thousand library files; a folder's realpath does not
+    change while a process runs, as sys.path's entries are read once too)."""
     return os.path.realpath(path).rstrip(os.sep) + os.sep
 
 

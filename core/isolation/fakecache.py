@@ -201,6 +201,11 @@ def _question(func: Any, args: Any, kwargs: Any, key: Any) -> list[Any] | None:
     state = key.key
     if len(state) < 6 or state[0] is not func:
         return None
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_leaves
+
+    if not _constructor(func) and not any(isinstance(a, FakeTensor) for a in tree_leaves((args, kwargs))):
+        return None  # not one the zygote answers (``Answers._ask``)
     dtype, device, inference, settings = state[1], state[2], state[3], state[4]
     try:
         if not isinstance(dtype, torch.dtype) or not isinstance(device, str) or not isinstance(inference, bool):
@@ -329,8 +334,8 @@ class Answers:
         with torch.inference_mode(inference):
             call_args = _build(args, mode, 0, found)
             call_kwargs = _build(kwargs, mode, 0, found)
-        if not found or not isinstance(call_args, tuple) or not isinstance(call_kwargs, dict):
-            return  # no tensor: nothing fake-tensor dispatch would cache
+        if not isinstance(call_args, tuple) or not isinstance(call_kwargs, dict) or not (found or _constructor(op)):
+            return  # no tensor, and not a constructor: a call fake tensors would run for real
         # Straight to the mode, as the dispatcher hands it a call during tracing: a
         # composite operator (``linear``) reaches the fake mode itself there, where
         # calling it would decompose it first.
@@ -380,6 +385,14 @@ def _carried(op: Any) -> bool:
     from torch._higher_order_ops.effects import has_effects
 
     return op.namespace in NAMESPACES and not has_effects(op) and not op._schema.is_mutable
+
+
+def _constructor(op: Any) -> bool:
+    """A tensor constructor (``arange``, ``scalar_tensor``): fake tensors make its
+    output on the meta device, whatever its arguments."""
+    from torch._subclasses.fake_impls import _is_tensor_constructor
+
+    return bool(_is_tensor_constructor(op))
 
 
 def _dtype(name: Any) -> Any:
