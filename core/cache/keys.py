@@ -20,15 +20,18 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import os
 import stat
 import sys
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.lowering import PACKAGES
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
+
+T = TypeVar("T")
 
 # Moves whenever the layout of the cache files or of the key changes. (The program
 # schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
@@ -272,17 +275,7 @@ def _sha256(path: str) -> str | None:
     """A regular file's sha256, whatever its size (an extension module of a library
     on PYTHONPATH may be tens of MB: hashed once per process, then memoized). Never
     blocks (as ``file_state``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        with open(fd, "rb", closefd=False) as f:
-            return hashlib.file_digest(f, "sha256").hexdigest() if stat.S_ISREG(os.fstat(fd).st_mode) else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return _read_regular(path, lambda f: hashlib.file_digest(f, "sha256").hexdigest())
 
 
 def _record_state(record: str) -> str | None:
@@ -310,13 +303,19 @@ def _record_state(record: str) -> str | None:
 def dependency_bytes(path: str) -> bytes | None:
     """A dependency's bytes now, or None when it is not there or is not a readable
     regular file. Never blocks (as ``file_state``)."""
+    return _read_regular(path, lambda f: f.read())
+
+
+def _read_regular(path: str, read: Callable[[io.BufferedReader], T]) -> T | None:
+    """``read`` of the file at ``path`` when it is a readable regular file, else None.
+    Opened without blocking: a FIFO planted where a module was is not waited on."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
         with open(fd, "rb", closefd=False) as f:
-            return f.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+            return read(f) if stat.S_ISREG(os.fstat(fd).st_mode) else None
     except OSError:
         return None
     finally:

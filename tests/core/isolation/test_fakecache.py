@@ -140,13 +140,20 @@ def _wider_mm() -> None:
     fake_impls.op_implementations_checks.insert(0, (lambda func: func is torch.ops.aten.mm.default, wider))
 
 
+def _matmul_shape() -> list[int]:
+    """The output shape of ``MatMul``'s export of ``[5, 7] @ [7, 3]``, here."""
+    ep = torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+    [out] = [n for n in ep.graph.nodes if n.op == "output"][0].args[0]
+    return list(out.meta["val"].shape)
+
+
 def _mm_shape(change_rules: bool) -> list[int]:
     """In a fork that already holds the answer for ``[5, 7] @ [7, 3]``: the output
     shape of the export, after the rules were changed or not."""
 
     def learn() -> bytes:
         fakecache.record()
-        torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        _matmul_shape()
         return fakecache.questions()
 
     data = in_child(learn)
@@ -159,9 +166,7 @@ def _mm_shape(change_rules: bool) -> list[int]:
         fakecache.record()
         if change_rules:
             _wider_mm()
-        ep = torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
-        [out] = [n for n in ep.graph.nodes if n.op == "output"][0].args[0]
-        return list(out.meta["val"].shape)
+        return _matmul_shape()
 
     return in_child(work)
 
@@ -177,7 +182,7 @@ def test_what_a_job_computed_under_its_own_rules_never_reaches_the_worker() -> N
     def learn() -> bytes:
         fakecache.record()
         _wider_mm()
-        torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
+        _matmul_shape()
         return fakecache.questions()
 
     data = in_child(learn)
@@ -186,9 +191,7 @@ def test_what_a_job_computed_under_its_own_rules_never_reaches_the_worker() -> N
         answers = fakecache.Answers()
         answers.learn(data)
         answers.answer(lambda: False)
-        ep = torch.export.export(MatMul(), (torch.ones(5, 7), torch.ones(7, 3)))
-        [out] = [n for n in ep.graph.nodes if n.op == "output"][0].args[0]
-        return list(out.meta["val"].shape)
+        return _matmul_shape()
 
     assert in_child(work) == [5, 3]
 
