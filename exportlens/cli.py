@@ -1,4 +1,4 @@
-"""The ``exportlens`` command: ``check``, ``snapshot``, ``show``, ``cache`` and ``serve``. Torch-free:
+"""The ``exportlens`` command: ``check``, ``snapshot``, ``show``, ``cache``, ``trust`` and ``serve``. Torch-free:
 flags become ``exportlens.core.pipeline`` overrides, and the pipeline answers from the
 result cache or exports in worker processes, as it does for the language server."""
 
@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
-from exportlens import __version__
+from exportlens import __version__, trust_command
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
@@ -44,6 +44,7 @@ EXAMPLES = """examples:
   exportlens check --format json > out.json the report for tools (also sarif, github)
   exportlens snapshot                       record the signatures in exportlens.snapshot.json
   exportlens show models/mlp.py             the signature of each target in a file
+  exportlens trust                          let the language server run this folder's models
   python -P -m exportlens serve             the language server on stdio, for any LSP editor
 
 colour: on a terminal; NO_COLOR=1 turns it off, FORCE_COLOR=1 on.
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=about.short())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,cache,version}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,trust,cache,version}")
 
     check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
@@ -86,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
         p = cache_sub.add_parser(action, help=help_text)
         p.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
 
+    trust_command.add_parser(sub)
+
     serve = sub.add_parser("serve", help="the language server on stdio (or a socket)", description=_SERVE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--tcp", metavar="HOST:PORT", default=None, help="listen on HOST:PORT instead of stdio (port 0: any free port, printed on stderr); each connection must pass the token in initialize; HOST must be a loopback address unless --allow-remote")
@@ -98,7 +101,10 @@ def _parser() -> argparse.ArgumentParser:
 _SERVE_DESCRIPTION = """The language server. Every file a client opens has its model code run, so a
 socket server admits a connection only by its first message: initialize, with
 --tcp the token in "initializationOptions": {"exportlens": {"token": "..."}}.
-One client is served at a time; the server exits when it disconnects."""
+One client is served at a time; the server exits when it disconnects.
+It runs nothing in a folder you have not trusted (exportlens trust FOLDER, or the
+editor command exportlens.trust), unless the client says its workspace is trusted
+("initializationOptions": {"trusted": true}, as VS Code's extension does)."""
 
 _PATHS_HELP = "files and folders to check (default: the project of the current folder: the nearest pyproject.toml or .git)"
 
@@ -245,6 +251,8 @@ def run(argv: list[str]) -> int:
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)
     if args.command == "cache":
         return _cache_command(args.action, args.cache_dir)
+    if args.command == "trust":
+        return trust_command.run(args)
     from exportlens.server.app import main
 
     return main(args.tcp, socket_path=args.socket, token_file=args.token_file, allow_remote=args.allow_remote)

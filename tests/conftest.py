@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -27,6 +28,28 @@ def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         os.environ.pop("EXPORTLENS_CACHE_DIR", None)
     else:
         os.environ["EXPORTLENS_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_trust(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's own configuration folder (``$EXPORTLENS_CONFIG_DIR``, never the
+    user's ``~/.config``), whose trust record trusts what the tests open, as a user
+    would with ``exportlens trust``: the repository (examples, the editors'
+    workspaces) and the temporary folders. Every server a test starts -- through
+    pytest-lsp, a socket, or an editor -- inherits it; a test of trust itself points
+    its server at another folder."""
+    from exportlens.core.project import trust
+
+    directory = tmp_path_factory.mktemp("exportlens-config")
+    previous = os.environ.get(trust.ENV)
+    os.environ[trust.ENV] = str(directory)
+    for folder in (ROOT, tmp_path_factory.getbasetemp(), Path(tempfile.gettempdir())):
+        trust.trust(folder)
+    yield directory
+    if previous is None:
+        os.environ.pop(trust.ENV, None)
+    else:
+        os.environ[trust.ENV] = previous
 
 
 def run_cli(*args: str, cwd: Path | str = ROOT, timeout: float = 900, env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
