@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
-from exportlens.server import auth, exports, framing, listener, pyproject_view, views
+from exportlens.server import auth, exports, framing, listener, pyproject_view, views, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
@@ -36,6 +36,7 @@ from exportlens.server.features.progress import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
+from exportlens.server.trust import TrustGate
 from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
 from exportlens.server.workers import ExportBridge, WorkerState
 
@@ -62,6 +63,7 @@ class ExportLensServer(LanguageServer):
         # One thread for cache reads/writes and hover index builds: off the event loop.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-io")
         self.watcher: Watcher | None = None
+        self.trust = TrustGate(warn=self.log_once)  # no code of a folder runs until it is trusted
         self._pipeline: Pipeline | None = None
         self._cache_folders = CacheFolders()  # kept across settings changes: one cache per folder
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -122,6 +124,14 @@ class ExportLensServer(LanguageServer):
         if state is not None:
             state.failure = f"{type(error).__name__}: {error}"
         self.show_once(f"exportlens could not export {os.path.basename(uri)}: {type(error).__name__}: {error} (see the output log)", types.MessageType.Error)
+
+    def warm(self) -> None:
+        """Warm a worker when a trusted workspace folder has a model file (``warmup``)."""
+        folders = [f for f in self.trust.folders if self.trust.allows(f)]
+        if folders:
+            self.background(warmup.warm_if_models(self, folders), "warming a worker")
+        else:
+            self.log_message("exportlens: no trusted workspace folder; no worker is warmed", types.MessageType.Log)
 
     def reexport_open(self, predicate: Callable[[DocumentState], bool] = lambda s: True) -> None:
         for uri, state in list(self.documents.items()):

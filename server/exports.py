@@ -24,7 +24,7 @@ from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
 from exportlens.server import overlays, pyproject_view, views
-from exportlens.server.features import diagnostics, lenses
+from exportlens.server.features import diagnostics, lenses, untrusted
 from exportlens.server.features import hints as hint_features
 from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
@@ -59,6 +59,10 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
             await asyncio.wait_for(server.config_ready.wait(), CONFIG_WAIT_S)
         except asyncio.TimeoutError:
             pass
+    if not server.trust.allows(state.path):
+        untrusted.hold(server, state)  # nothing of an untrusted folder runs, not even a lookup
+        return
+    state.notice = None
     if state.pyproject:
         await pyproject_view.show(server, state, generation)
         return
@@ -126,6 +130,9 @@ async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> F
 
 async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:
     name = os.path.basename(request.path)
+    if not server.trust.allows(request.path):  # every export passes here: the last check
+        log.warning("not exporting %s: its folder is not trusted", request.path)
+        return None
     progress = JobProgress(server, "exportlens", f"exporting {name}")
     server.progress_for[request.id] = progress
     try:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from exportlens.server.features.progress import JobProgress
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
+    from exportlens.server.trust import TrustGate
     from exportlens.server.watch import Watcher
     from exportlens.server.workers import ExportBridge
 
@@ -58,6 +59,7 @@ class Host(Protocol):
     publish_serial: int
     config_ready: asyncio.Event  # set once the client's settings were read
     watcher: Watcher | None  # None until the client is initialised (then files on disk are watched)
+    trust: TrustGate  # which folders' code may run
 
     @property
     def pipeline(self) -> Pipeline: ...
@@ -71,6 +73,7 @@ class Host(Protocol):
     def background(self, coro: Awaitable[Any], what: str) -> None: ...
     def reexport_open(self, predicate: Callable[[DocumentState], bool] = ...) -> None: ...
     def watch_dependencies(self) -> None: ...
+    def warm(self) -> None: ...
     def start_watching(self) -> None: ...
     async def stop(self) -> None: ...
 

@@ -101,6 +101,8 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
                 server.fresh.add(other.uri)
                 server.scheduler.schedule(other.uri, delay=False)
             return other.result, False
+    if not server.trust.allows(file):
+        return None, False  # a model file of an untrusted folder is neither run nor looked up
     pipeline = server.pipeline
     request = pipeline.request(file, id=server.bridge.next_id(), overlays=await overlays.for_export(server, file))
     found = None if fresh else await _lookup(server, pipeline, request)

@@ -1,4 +1,8 @@
-"""Warm a worker at ``initialize`` when the workspace holds a model file.
+"""Warm a worker at ``initialize`` when a trusted workspace folder holds a model file.
+
+Only trusted folders (``exportlens.server.trust``) are looked at: a worker preloads
+libraries the user's earlier jobs imported, and nothing may start for a folder whose
+code the user has not agreed to run. ``exportlens.trust`` warms again once trusted.
 
 Why: a worker imports torch and runs a tiny export before it can take a request,
 seconds of one core. Started by the first open, that time is all on the user's

@@ -47,6 +47,8 @@ CODES: dict[str, Severity] = {
     "lowering/executorch-missing-kernel": "error",
     "lowering/executorch-mismatch": "error",
     "lowering/executorch-not-delegated": "information",
+    # The language server's, instead of an export: the file's folder is not trusted.
+    "untrusted-folder": "information",
 }
 # Where each code is explained: its section of docs/diagnostics.md (the editor's
 # code link, SARIF's helpUri).

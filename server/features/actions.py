@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core.fixes import Fix, fixes_for
+from exportlens.server.features import untrusted
 from exportlens.server.positions import byte_column_to_units, split_lines
 
 if TYPE_CHECKING:
@@ -101,6 +102,15 @@ def _action(server: Host, state: DocumentState, fix: Fix, diagnostic: types.Diag
 def code_actions(server: Host, params: types.CodeActionParams) -> list[types.CodeAction]:
     uri = params.text_document.uri
     state = server.documents.get(uri)
+    if state is not None and state.notice is not None and _wants_quickfix(params.context.only):
+        # An untrusted folder: its one action trusts it (``features/untrusted``).
+        notice = next((p for p in state.published if p.found is state.notice), None)
+        if notice is None:
+            return []
+        theirs = [d for d in params.context.diagnostics if asked_for(d, [notice])]
+        if theirs or (not params.context.diagnostics and _overlaps(notice.lsp.range, params.range)):
+            return [untrusted.action(server, state, theirs[0] if theirs else notice.lsp)]
+        return []
     if state is None or state.result is None or not state.published or not _wants_quickfix(params.context.only):
         return []
     source = server.workspace.get_text_document(uri).source

@@ -7,6 +7,9 @@
 - ``exportlens.clearCache``: empty the result cache of every open document (each may
   have its own, by ``[tool.exportlens] cache_dir``), or with none open the workspace's;
   returns how many results they held.
+- ``exportlens.trust`` (folder?): trust a folder (a folder, a file or a ``file:`` URI;
+  default: the workspace folders) so the server runs its model code, and export its
+  open files now (``features/untrusted``); returns ``{"trusted": [folders]}``.
 - ``exportlens.status`` (uri): ``{"state": "exporting"|"ok"|"error"|"idle", "errors": n,
   "targets": [{name, line, status, export_ms}], "version", "cached", "workers",
   "settings": {the effective settings}}``.
@@ -24,6 +27,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 
 from exportlens.core.project.files import declares_targets
+from exportlens.server.features import untrusted
 
 # A runtime import (not TYPE_CHECKING): pygls reads command handlers' type hints.
 from exportlens.server.host import Host
@@ -34,7 +38,8 @@ REEXPORT = "exportlens.reexport"
 SHOW_GRAPH = "exportlens.showGraph"
 CLEAR_CACHE = "exportlens.clearCache"
 STATUS = "exportlens.status"
-COMMANDS = (REEXPORT, SHOW_GRAPH, CLEAR_CACHE, STATUS)
+TRUST = untrusted.TRUST
+COMMANDS = (REEXPORT, SHOW_GRAPH, CLEAR_CACHE, STATUS, TRUST)
 
 
 def _arguments(args: tuple[Any, ...]) -> tuple[str | None, str | None]:
@@ -133,6 +138,10 @@ def register(server: Host) -> None:
         if not paths:
             paths = [os.path.join(ls.workspace.root_path or os.getcwd(), "_")]
         return int(await asyncio.get_running_loop().run_in_executor(ls.io, ls.pipeline.clear, paths))
+
+    @server.command(TRUST)
+    def trust(ls: Host, *args: Any) -> dict[str, Any]:
+        return untrusted.trust_command(ls, args)
 
     @server.command(STATUS)
     def get_status(ls: Host, *args: Any) -> dict[str, Any]:

@@ -139,8 +139,11 @@ def publish(server: Host, state: DocumentState) -> None:
     encoding = str(server.workspace.position_encoding or "utf-16")
     published: list[Published] = []
     ids: dict[str, int] = {}
-    if state.result is not None:
-        for found in state.result.diagnostics:
+    found_here = list(state.result.diagnostics) if state.result is not None else []
+    if state.notice is not None:
+        found_here.append(state.notice)  # an untrusted folder's notice (``features/untrusted``)
+    if found_here:
+        for found in found_here:
             # A line in a local module is published there (``views``); here it
             # stands at the target that found it, never at the module's line number.
             d = at_declaration(found, state.path)

@@ -2,8 +2,9 @@
 
 - ``initialize``: read the client's capabilities once (``ClientProfile``: push or
   pull diagnostics, progress, markdown or plain text, ...) and
-  ``initializationOptions``; start warming a worker when the workspace has a model
-  file (``exportlens.server.warmup``).
+  ``initializationOptions`` (with whether the client trusts its workspace:
+  ``exportlens.server.trust``); start warming a worker when a trusted workspace
+  folder has a model file (``exportlens.server.warmup``).
 - ``textDocument/didOpen`` / ``didSave``: export at once; ``didChange``: export the
   buffer after the debounce; ``didClose``: stop and clear its diagnostics.
 - ``workspace/didChangeConfiguration``: new settings (pushed in the notification,
@@ -158,7 +159,8 @@ def register(server: Host) -> None:
             diagnostics.register(ls)
         apply_settings(ls)
         folders = warmup.workspace_folders(params.root_uri, params.root_path, [f.uri for f in params.workspace_folders or []])
-        ls.background(warmup.warm_if_models(ls, folders), "warming a worker")
+        ls.trust.start(folders, params.initialization_options)  # before anything may run
+        ls.warm()
 
     @server.feature(types.INITIALIZED)
     @guarded("initialized")

@@ -122,19 +122,25 @@ async def running_server(
     serve: tuple[str, ...] = SERVE,
     cwd: Path | None = None,
     asked: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    trusted: bool | None = True,
 ) -> AsyncIterator[tuple[RecordingClient, types.InitializeResult]]:
     """The server started as ``python *serve`` in ``cwd`` (the test's own by default);
-    ``asked`` notes what the server asks of the client (see ``make_client``)."""
+    ``asked`` notes what the server asks of the client (see ``make_client``); ``env``
+    adds to its environment. ``trusted`` goes in ``initializationOptions`` as VS Code's
+    extension sends its Workspace Trust (None: not sent, as a plain client does; the
+    server then asks the trust record, which ``tests/conftest.py`` writes for the
+    session's folders -- the benchmarks have none, so they rely on this)."""
     client = make_client(asked)
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    await client.start_io(sys.executable, *serve, env=env, cwd=cwd)
+    full_env = dict(os.environ, PYTHONWARNINGS="ignore", **(env or {}))
+    await client.start_io(sys.executable, *serve, env=full_env, cwd=cwd)
     try:
         result = await client.initialize_session(
             types.InitializeParams(
                 capabilities=capabilities(profile),
                 root_uri=workspace.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-                initialization_options={"exportlens": options or {}},
+                initialization_options={"exportlens": options or {}, **({} if trusted is None else {"trusted": trusted})},
             )
         )
         client.encoding = str(result.capabilities.position_encoding or "utf-16")
