@@ -250,6 +250,22 @@ def test_user_commands(project: Path, expected: Path, tmp_path: Path) -> None:
     )
 
 
+def test_an_untrusted_folder_runs_nothing_until_exportlens_trust(project: Path, expected: Path, tmp_path: Path) -> None:
+    """Issue 36: a server whose trust record is empty (not the session's) shows the
+    note and runs nothing; the note's code action is ``exportlens.trust``, and
+    ``:ExportlensTrust`` exports the file without a restart."""
+    session = run_scenario("trust", project, expected, tmp_path, env={"EXPORTLENS_CONFIG_DIR": str(tmp_path / "config")})
+    assert_passed(
+        session,
+        "an untrusted folder shows only the untrusted-folder note",
+        "the user is told how to trust the folder",
+        "no worker started in the untrusted folder",
+        "the note's code action runs exportlens.trust",
+        ":ExportlensTrust exports the file with the CLI's diagnostics",
+        ":ExportlensTrust says what it trusted",
+    )
+
+
 FEATURES = Path(__file__).resolve().parent / "workspaces" / "features"
 
 

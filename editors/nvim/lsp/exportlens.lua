@@ -36,9 +36,11 @@
 --- plugin, which otherwise enables them on attach); code lenses are fetched on attach
 --- and on the server's refresh (`vim.lsp.codelens.run()` runs one), quick fixes come
 --- through `vim.lsp.buf.code_action()`.
+--- The server runs no code of a folder until you trust it: `exportlens trust FOLDER` in
+--- a shell, or `:ExportlensTrust` (the quick fix on its `untrusted-folder` note runs it).
 --- Commands `:ExportlensReexport`, `:ExportlensGraph`, `:ExportlensNodes`,
---- `:ExportlensShowGraph`, `:ExportlensClearCache` and `:checkhealth exportlens` come
---- with the plugin; see `:help exportlens`.
+--- `:ExportlensShowGraph`, `:ExportlensClearCache`, `:ExportlensTrust` and
+--- `:checkhealth exportlens` come with the plugin; see `:help exportlens`.
 
 ---@type vim.lsp.Config
 return {

@@ -60,3 +60,11 @@ vim.api.nvim_create_autocmd('LspAttach', {
 vim.api.nvim_create_user_command('ExportlensClearCache', function()
   exportlens().clear_cache(0)
 end, { nargs = 0, desc = 'exportlens: empty the result cache' })
+
+vim.api.nvim_create_user_command('ExportlensTrust', function(opts)
+  exportlens().trust(0, opts.args)
+end, {
+  nargs = '?',
+  complete = 'dir',
+  desc = 'exportlens: let the server run the code of this workspace (or of a folder) and export it now',
+})

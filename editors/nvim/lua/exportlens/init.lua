@@ -102,6 +102,22 @@ function M.clear_cache(bufnr)
   end)
 end
 
+--- `:ExportlensTrust [folder]`: let the server run the code of `folder` (default: the
+--- workspace folders) and export its open files at once (the server's `exportlens.trust`,
+--- which the quick fix on its `untrusted-folder` notice also runs).
+---@param bufnr integer?
+---@param folder string?
+function M.trust(bufnr, folder)
+  local arguments = {}
+  if folder ~= nil and folder ~= '' then
+    arguments[1] = vim.fn.fnamemodify(vim.fn.expand(folder), ':p')
+  end
+  M.exec('exportlens.trust', arguments, bufnr, function(result)
+    local trusted = type(result) == 'table' and type(result.trusted) == 'table' and result.trusted or {}
+    notify(('trusted %s; exporting its models'):format(table.concat(trusted, ', ')))
+  end)
+end
+
 --- `:ExportlensShowGraph [target]`: the exported graph in a read-only scratch buffer.
 ---@param bufnr integer?
 ---@param target string?
