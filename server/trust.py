@@ -47,6 +47,7 @@ class TrustGate:
         self.warn = warn
         self.client_trusted = False
         self.folders: tuple[str, ...] = ()  # the workspace folders, resolved
+        self.told: set[str] = set()  # the folders whose user was told how to trust them
 
     def start(self, folders: list[str], options: Any) -> None:
         """At ``initialize``: the workspace folders and the client's word."""

@@ -60,8 +60,9 @@ def hold(server: Host, state: DocumentState) -> None:
     state.declares = True
     state.notice = Diagnostic(code=CODE, message=_message(folder), line=1)
     diagnostics.publish(server, state)
-    # Once per folder (``show_once`` shows a text once): the diagnostic is in every file.
-    server.show_once(_message(folder).replace(" (the quick fix here)", ""), types.MessageType.Info)
+    if folder not in server.trust.told:  # once per folder: the diagnostic is in every file, at every edit
+        server.trust.told.add(folder)
+        server.show_once(_message(folder).replace(" (the quick fix here)", ""), types.MessageType.Info)
 
 
 def action(server: Host, state: DocumentState, named: types.Diagnostic) -> types.CodeAction:

@@ -120,6 +120,14 @@ async def test_an_untrusted_folder_runs_nothing_and_the_quick_fix_trusts_and_exp
         await _notice(client, second)
         assert len([m for m in client.messages if "exportlens trust" in m.message]) == 1
         assert not (ws / "ran2.txt").exists() and _children(client._server.pid) == set()  # type: ignore[union-attr]
+        # An edit (and a save) of the untrusted buffer: the notice for the new text, nothing run.
+        version = doc.replace("x * 2", "x * 3")
+        doc.save()
+        [again] = await client.diagnostics_for(doc.uri, version)
+        assert again.code == "untrusted-folder"
+        assert len([m for m in client.messages if "exportlens trust" in m.message]) == 1
+        assert not (ws / "ran.txt").exists() and _children(client._server.pid) == set()  # type: ignore[union-attr]
+        notice = again
 
         _tell_actions_from_commands(client)
         actions = await client.text_document_code_action_async(
