@@ -194,7 +194,12 @@ def _run_e2e(kit: dict[str, str], vsix: Path, name: str, **config: Any) -> dict[
         "timeoutMs": 240_000,
         **config,
     }
-    env = dict(os.environ, EXPORTLENS_E2E=json.dumps(full))
+    # An empty trust record, not the session's (tests/conftest.py): what exports here is
+    # trusted by VS Code's Workspace Trust alone, which the extension passes to the server
+    # (issue 36: VS Code users get no second question).
+    untrusting = artifacts / "config"
+    untrusting.mkdir(parents=True, mode=0o700)
+    env = dict(os.environ, EXPORTLENS_E2E=json.dumps(full), EXPORTLENS_CONFIG_DIR=str(untrusting))
     proc = _run([kit["NODE"], str(EXTENSION / "test" / "e2e" / "run.mjs")], EXTENSION, timeout=1800, env=env)
     lines = proc.stdout.strip().splitlines()
     assert lines, _tail(proc)
@@ -234,11 +239,16 @@ def test_real_editor_shows_diagnostics_and_hover(kit: dict[str, str], vsix: Path
         assert rows, (problem, result["problems"])
     assert "USER_INPUT" in result["hover"], result["hover"]
     assert re.search(r"\bx\b", result["hover"]), result["hover"]
+    # No second question after VS Code's own: no notice, no message naming the command.
+    assert not [r for r in result["problems"] if "untrusted-folder" in r], result["problems"]
+    assert "exportlens trust" not in result["output"], result["output"][-4000:]
     assert result["statusBar"] == status_bar, result["statusBar"]
     assert "# Counter" in result["graph"], result["graph"]
     # The wire object, read from the LSP trace: every key present, null where unset.
     init = _traced_params(result["output"], "Sending request 'initialize")[0]["initializationOptions"]
-    assert init == {"exportlens": {**UNSET, "cacheDir": init["exportlens"]["cacheDir"]}}, init
+    # ``trusted``: VS Code's Workspace Trust, the only trust this run has (its trust
+    # record is empty, ``_run_e2e``), and the problems above were exported with it.
+    assert init == {"exportlens": {**UNSET, "cacheDir": init["exportlens"]["cacheDir"]}, "trusted": True}, init
     assert init["exportlens"]["cacheDir"], init  # the test profile sets its own cache folder
     last_change = _traced_params(result["output"], "Sending notification 'workspace/didChangeConfiguration'")[-1]
     assert last_change == {

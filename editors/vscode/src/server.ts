@@ -1,6 +1,6 @@
 // Starting, stopping and restarting `python -P -m exportlens serve` behind a language
 // client. Restarts are queued so two (settings change + command) never interleave.
-import { Disposable, EventEmitter, LogOutputChannel, Uri, window, commands } from 'vscode';
+import { Disposable, EventEmitter, LogOutputChannel, Uri, window, commands, workspace } from 'vscode';
 import {
     DidChangeConfigurationNotification,
     ExecuteCommandRequest,
@@ -168,7 +168,8 @@ export class ServerController implements Disposable {
             traceOutputChannel: this.channel,
             revealOutputChannelOn: RevealOutputChannelOn.Never,
             // A function: re-read on every start, including the client's own restart after a crash.
-            initializationOptions: () => initializationOptions(this.currentSettings()),
+            // With VS Code's Workspace Trust: the server asks nothing more of a trusted workspace.
+            initializationOptions: () => initializationOptions(this.currentSettings(), workspace.isTrusted),
             synchronize: { configurationSection: SECTION },
             middleware: {
                 workspace: {

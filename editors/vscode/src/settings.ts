@@ -1,7 +1,8 @@
 // The `exportlens.*` settings as the server receives them. Pure: no `vscode` import,
 // so the mapping is unit-tested with plain Node.
 //
-// The same object goes out as `initializationOptions.exportlens` and as
+// The same object goes out as `initializationOptions.exportlens` (beside `trusted`, VS
+// Code's Workspace Trust) and as
 // `workspace/didChangeConfiguration` `settings.exportlens`. Every key is always present;
 // `null` means "the user did not set this": the server then takes the value from the
 // project's `[tool.exportlens]` (timeout, memory, strict, lower, weights) or its own default. Sending the
@@ -224,9 +225,14 @@ export function toServerSettings(read: SettingReader): MappedSettings {
     return { settings, problems };
 }
 
-/** `initializationOptions` of the `initialize` request. */
-export function initializationOptions(settings: ServerSettings): { exportlens: ServerSettings } {
-    return { exportlens: settings };
+/**
+ * `initializationOptions` of the `initialize` request. `trusted` is VS Code's Workspace
+ * Trust (`workspace.isTrusted`): the server runs no code of a folder its user has not
+ * trusted, and VS Code has asked already (the extension does not run in Restricted
+ * Mode), so it passes the answer instead of the server asking a second time.
+ */
+export function initializationOptions(settings: ServerSettings, trusted: boolean): { exportlens: ServerSettings; trusted: boolean } {
+    return { exportlens: settings, trusted };
 }
 
 /** `params` of `workspace/didChangeConfiguration`. */

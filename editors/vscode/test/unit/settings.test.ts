@@ -74,7 +74,8 @@ test('every setting is carried under its camelCase key', () => {
         diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
         inlayHints: false,
     });
-    assert.deepEqual(initializationOptions(settings), { exportlens: settings });
+    assert.deepEqual(initializationOptions(settings, true), { exportlens: settings, trusted: true });
+    assert.deepEqual(initializationOptions(settings, false), { exportlens: settings, trusted: false });
     assert.deepEqual(didChangeConfigurationParams(settings), { settings: { exportlens: settings } });
 });
 
