@@ -43,7 +43,7 @@ async def test_capabilities(session: tuple[RecordingClient, types.InitializeResu
     assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
     assert caps.hover_provider
     assert caps.execute_command_provider is not None
-    assert set(caps.execute_command_provider.commands) == {"exportlens.reexport", "exportlens.showGraph", "exportlens.clearCache", "exportlens.status", "exportlens.graph"}
+    assert set(caps.execute_command_provider.commands) == {"exportlens.reexport", "exportlens.showGraph", "exportlens.clearCache", "exportlens.status", "exportlens.graph", "exportlens.trust"}
     assert caps.inlay_hint_provider and caps.code_lens_provider and caps.code_action_provider
     # Neither profile can be asked to pull again, so both get pushed diagnostics only.
     assert caps.diagnostic_provider is None
