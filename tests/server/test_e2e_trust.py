@@ -232,3 +232,29 @@ async def test_the_cli_runs_in_an_untrusted_folder(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "mutation/buffer" in proc.stdout and (ws / "ran.txt").exists()
     assert not config.exists()
+
+
+async def test_a_socket_server_follows_the_same_rule(tmp_path: Path) -> None:
+    """``serve --socket`` (as ``--tcp``, after its token): the client that connects is
+    admitted, not trusted; the folder still needs the user's trust."""
+    import asyncio
+
+    from tests.server.listening import ServerProcess
+    from tests.server.test_e2e_sockets import editor
+
+    ws, config, env = _project(tmp_path)
+    path = tmp_path / "s.sock"
+    server = ServerProcess("--socket", str(path), cwd=ws, env=env)
+    try:
+        assert await asyncio.to_thread(server.listening) == str(path)
+        async with editor(ws, {"debounceMs": 0, "cacheDir": str(tmp_path / "cache")}, unix=str(path)) as client:
+            doc = Doc(client, ws / "model.py")
+            doc.open()
+            notice = await _notice(client, doc)
+            assert f"exportlens trust {ws}" in notice.message and not (ws / "ran.txt").exists()
+            assert await client.command("exportlens.trust") == {"trusted": [str(ws)]}  # default: the workspace folder
+            await client.until(lambda: [p for p in client.publishes(doc.uri) if [d.code for d in p.diagnostics] == ["mutation/buffer"]], "the export after trusting")
+            assert (ws / "ran.txt").exists()
+        assert await asyncio.to_thread(server.wait) == 0
+    finally:
+        server.stop()
