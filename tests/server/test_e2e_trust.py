@@ -11,6 +11,7 @@ folder can have run); trusting it -- by ``exportlens trust``, the quick fix's
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from pathlib import Path
@@ -20,7 +21,9 @@ import pytest
 from lsprotocol import types
 
 from tests.conftest import run_cli
+from tests.server.listening import ServerProcess
 from tests.server.lsp_client import Doc, RecordingClient, running_server
+from tests.server.test_e2e_sockets import editor
 
 pytestmark = pytest.mark.asyncio
 
@@ -237,11 +240,6 @@ async def test_the_cli_runs_in_an_untrusted_folder(tmp_path: Path) -> None:
 async def test_a_socket_server_follows_the_same_rule(tmp_path: Path) -> None:
     """``serve --socket`` (as ``--tcp``, after its token): the client that connects is
     admitted, not trusted; the folder still needs the user's trust."""
-    import asyncio
-
-    from tests.server.listening import ServerProcess
-    from tests.server.test_e2e_sockets import editor
-
     ws, config, env = _project(tmp_path)
     path = tmp_path / "s.sock"
     server = ServerProcess("--socket", str(path), cwd=ws, env=env)
