@@ -23,6 +23,7 @@ from exportlens.core.export import (
     deps,
     dim_ranges,
     libraries,
+    library_units,
     program_run,
     shapes_spec,
     signature_checks,
@@ -117,7 +118,7 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
     for name in libraries.preloaded_used():
         looked_up(name, loaded.root)
     inputs, written = recorder.result(request.path, record_imports(loaded) if loaded.root else {})
-    used = libraries.depended_on(loaded.root)
+    used = library_units.depended_on(loaded.root)
     return FileResult(
         path=request.path,
         diagnostics=tuple(complete_range(d, sources.index(d.path or loaded.path)) for d in diagnostics),

@@ -8,18 +8,10 @@ project), and not exportlens's own. Everything else a job imports is the project
 compiled fresh from source in every job (``loader``), never imported into the worker.
 
 A job reports the library modules it imported (``new_library_modules``: what the
-worker may preload, ``exportlens.core.isolation.preload``) and the library files its
-result depends on (``depended_on``), whose states the cache key holds: upgrading or
-editing a library the model uses invalidates its results, while a library only
-preloaded beside it does not. Which files: the modules the user's code imported
-(``watching``, and the classes of the built modules), then every module those import
-in turn, as far as the import statements executed in this process and in the worker
-before it tell (``EDGES``, recorded for the worker's whole life, so a module preloaded
-before the job still says what it imported: the same set whether or not it was
-preloaded), with each module's parent packages. Each file is keyed by its *unit*: the
-RECORD of the installed distribution that lists it (one hash for all of transformers'
-modules), else the file itself, by its bytes (PYTHONPATH folders, editable installs,
-namespace packages): ``keys.unit_state``.
+worker may preload, ``exportlens.core.isolation.preload``), what its own code imported
+(``watching``, ``note_classes``: ``NAMED``) and, for the whole process, what each
+import statement of a library named (``record_imports``: ``EDGES``), from which
+``library_units`` finds the library files its result depends on, for its cache key.
 
 A library the worker preloaded is in every job's ``sys.modules`` before the user's
 file runs, where a module of the project with the same name (an ``attr.py`` next to
@@ -41,7 +33,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exportlens.core.cache.keys import package_folders, stat_state, unit_state
+from exportlens.core.cache.keys import package_folders, stat_state
 
 # Set in the worker before any project folder is on sys.path (``survey``), inherited
 # by every job it forks.
@@ -58,31 +50,30 @@ PRELOADED: frozenset[str] = frozenset()
 HELD_FILES: dict[str, str] = {}
 # Importing module -> the modules its import statements named (``name``, and
 # ``name.x`` for each ``x`` of a fromlist: a submodule, or an attribute that
-# ``depended_on`` then finds no module of), for the worker's life and then the
+# ``library_units`` then finds no module of), for the worker's life and then the
 # job's (``record_imports``).
 EDGES: dict[str, set[str]] = {}
+# The importers whose edges grew since the worker took its walks
+# (``library_units.learn`` empties it): what a job walks on from.
+GROWN: set[str] = set()
 # The state of a file that changed while a process imported it: it may hold either
 # version, so the state equals none on disk (no cached result matches it, and the
 # worker sees it as stale).
 CHANGED = "changed while it was imported"
 _CLOCK_SLACK_NS = 1_000_000_000  # file systems that keep times to the second
 # Never keyed by their files: their versions are in the first key already.
-_KEYED_ELSEWHERE = frozenset({"torch", "exportlens", "__main__"})
+KEYED_ELSEWHERE = frozenset({"torch", "exportlens", "__main__"})
 _NEVER_LIBRARIES = frozenset({"exportlens", "__main__"})
 
 # Top-level names the user's code imported in this job (``watching``, ``note_classes``),
 # the modules it named (as ``EDGES``), and when the job began (wall clock).
 _used: set[str] = set()
-_named: set[str] = set()
-_started_ns = 0
-# Folder on sys.path -> (its modification time, file relative to it -> the RECORD of
-# the distribution that lists it): built in the worker, inherited by its jobs, built
-# again where a distribution was installed or removed since.
-_RECORDS: dict[str, tuple[int, dict[str, str]]] = {}
+NAMED: set[str] = set()
+JOB_STARTED_NS = 0
 
 
 @functools.lru_cache(maxsize=256)
-def _folder(path: str) -> str:
+def real_folder(path: str) -> str:
     """A folder's real path, with its separator (memoized: a job asks it of the
     project root for each of a thousand library files; a folder's realpath does not
     change while a process runs, as sys.path's entries are read once too)."""
@@ -92,7 +83,7 @@ def _folder(path: str) -> str:
 _REAL_FOLDERS: dict[str, str] = {}
 
 
-def _real(path: str) -> str:
+def real_path(path: str) -> str:
     """A module's file in its real folder (memoized: a job resolves a thousand files
     of a few dozen folders, transformers', and a realpath is an lstat per path
     component). A file that is itself a link stays as named: as a RECORD lists it."""
@@ -106,20 +97,18 @@ def _real(path: str) -> str:
 def survey() -> None:
     """Take the worker's installed folders: called once, before any project folder is on ``sys.path``."""
     global INSTALLED, STDLIB, OWN
-    OWN = tuple(_folder(folder) for _, folder in package_folders())
+    OWN = tuple(real_folder(f) for _, f in package_folders())
     paths = sysconfig.get_paths()
-    STDLIB = tuple(dict.fromkeys(_folder(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)))
-    INSTALLED = tuple(dict.fromkeys(_folder(p) for p in sys.path if p and os.path.isdir(p)))
+    STDLIB = tuple(dict.fromkeys(real_folder(paths[k]) for k in ("stdlib", "platstdlib") if paths.get(k)))
+    INSTALLED = tuple(dict.fromkeys(real_folder(p) for p in sys.path if p and os.path.isdir(p)))
     record_imports()
-    for folder in INSTALLED:
-        _distributions(folder)
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:
     return path.startswith(folders)
 
 
-def _stdlib(real: str) -> bool:
+def is_stdlib(real: str) -> bool:
     """Whether a real path is the standard library's (a system Python keeps its
     site-packages inside the standard library's folder)."""
     if not _under(real, STDLIB):
@@ -133,7 +122,7 @@ def is_library_file(real: str, root: str | None) -> bool:
     project at ``root``."""
     if not _under(real, INSTALLED) or _under(real, OWN):
         return False
-    if root and real.startswith(_folder(root)):
+    if root and real.startswith(real_folder(root)):
         parts = real.split(os.sep)
         return "site-packages" in parts or "dist-packages" in parts
     return True
@@ -168,10 +157,10 @@ def new_library_modules(before: Iterable[str], root: str | None) -> list[tuple[s
 
 def reset() -> None:
     """A job starts: nothing imported by the user's code yet."""
-    global _started_ns
+    global JOB_STARTED_NS
     _used.clear()
-    _named.clear()
-    _started_ns = time.time_ns()
+    NAMED.clear()
+    JOB_STARTED_NS = time.time_ns()
 
 
 @contextlib.contextmanager
@@ -181,7 +170,7 @@ def watching(root: str | None) -> Iterator[None]:
     those ``sys.modules`` answers, which is how a preloaded library is imported; not
     those a library makes in turn (``EDGES`` has those)."""
     original = builtins.__import__
-    under = _folder(root) if root else None
+    under = real_folder(root) if root else None
     own: dict[str, bool] = {}  # importer's file -> whether it is the project's
 
     def projects(file: Any) -> bool:
@@ -196,7 +185,7 @@ def watching(root: str | None) -> Iterator[None]:
     def __import__(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         if not level and name and globals is not None and projects(globals.get("__file__")):
             _used.add(name.partition(".")[0])
-            _note(_named, name, fromlist)
+            _note(NAMED, name, fromlist)
         return original(name, globals, locals, fromlist, level)
 
     builtins.__import__ = __import__
@@ -214,7 +203,7 @@ def note_classes(module: Any) -> None:
         for sub in module.modules():
             name = str(type(sub).__module__)
             _used.add(name.partition(".")[0])
-            _named.add(name)
+            NAMED.add(name)
     except Exception:  # noqa: BLE001 - a module tree that cannot be walked adds nothing
         pass
 
@@ -234,7 +223,7 @@ def record_imports() -> None:
     """From now on, for this process and the jobs forked from it, note in ``EDGES``
     what each import statement (and ``importlib.import_module``) of a module other
     than torch's, exportlens's or the standard library's names: the edges
-    ``depended_on`` follows from the user's imports to every library module they
+    ``library_units`` follows from the user's imports to every library module they
     reach. Installed in the worker before it preloads anything, so what a preloaded
     module imported is known to every job. Once per process."""
     if getattr(builtins.__import__, "__exportlens_edges__", False):
@@ -247,9 +236,9 @@ def record_imports() -> None:
         if not isinstance(importer, str):
             return False
         file = getattr(sys.modules.get(importer), "__file__", None)
-        real = _real(file) if isinstance(file, str) else None
-        tracked[importer] = found = importer.partition(".")[0] not in _KEYED_ELSEWHERE and not (
-            real is not None and (_stdlib(real) or _under(real, OWN))
+        real = real_path(file) if isinstance(file, str) else None
+        tracked[importer] = found = importer.partition(".")[0] not in KEYED_ELSEWHERE and not (
+            real is not None and (is_stdlib(real) or _under(real, OWN))
         )
         return found
 
@@ -264,8 +253,11 @@ def record_imports() -> None:
                     edges = EDGES.get(importer)
                     if edges is None:
                         edges = EDGES[importer] = set()
+                    had = len(edges)
                     # A relative import has a fromlist: ``module`` is then the module named.
                     _note(edges, name if not level else module.__name__, fromlist)
+                    if len(edges) != had:
+                        GROWN.add(importer)
                 except Exception:  # noqa: BLE001 - noting must never break an import
                     pass
         return module
@@ -275,7 +267,10 @@ def record_imports() -> None:
         try:
             importer: Any = sys._getframe(1).f_globals.get("__name__")
             if tracked.get(importer) or (importer not in tracked and counts(importer)):
-                EDGES.setdefault(importer, set()).add(module.__name__)
+                edges = EDGES.setdefault(importer, set())
+                if module.__name__ not in edges:
+                    edges.add(module.__name__)
+                    GROWN.add(importer)
         except Exception:  # noqa: BLE001 - as above
             pass
         return module
@@ -283,128 +278,6 @@ def record_imports() -> None:
     __import__.__exportlens_edges__ = True  # type: ignore[attr-defined]
     builtins.__import__ = __import__
     importlib.import_module = import_module  # what lazy loaders (transformers') call
-
-
-def depended_on(root: str | None) -> dict[str, str]:
-    """Each library unit the job's result depends on -> its state as the job ran it:
-    the distributions (their RECORD) and other module files reached from what the
-    user's code imported (see the module's docstring); ``CHANGED`` for one whose
-    file changed since it was imported (the worker's, or this job's)."""
-    files = _reached(root)
-    units: dict[str, list[str]] = {}
-    for real in files:
-        units.setdefault(record_of(real) or real, []).append(real)
-    out: dict[str, str] = {}
-    for unit, members in units.items():
-        if any(_ran_state(real) == CHANGED for real in members):
-            out[unit] = CHANGED
-            continue
-        state = unit_state(unit)
-        if state is not None:
-            out[unit] = state
-            continue
-        for real in members:  # a distribution without readable metadata: its files by their bytes
-            state = unit_state(real) if real != unit else None
-            if state is not None:
-                out[real] = state
-    return dict(sorted(out.items()))
-
-
-def _reached(root: str | None) -> set[str]:
-    """Real files of the modules the user's code imported, and of every module those
-    import in turn (``EDGES``), with each one's parent packages; not torch's,
-    exportlens's, the standard library's nor the project's own (keyed elsewhere)."""
-    todo = list(_named)
-    seen: set[str] = set()
-    files: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        module = sys.modules.get(name)
-        if module is None or name.partition(".")[0] in _KEYED_ELSEWHERE:
-            continue
-        file = getattr(module, "__file__", None)
-        if isinstance(file, str):
-            real = _real(file)
-            if _stdlib(real) or _under(real, OWN) or not _outside_project(real, root):
-                continue
-            files.add(real)
-        elif getattr(module, "__path__", None) is None:
-            continue  # built in, frozen: no file to key
-        # else a namespace package: no file of its own, its portions are its modules'
-        parent = name.rpartition(".")[0]
-        if parent:
-            todo.append(parent)
-        todo.extend(EDGES.get(name, ()))
-    return files
-
-
-def _outside_project(real: str, root: str | None) -> bool:
-    """Whether a file is no module of the project's own (those are the loader's
-    local imports): outside its root, or in a ``site-packages`` folder inside it.
-    A library's file need not lie on ``sys.path``: an editable install's finder
-    imports it from its checkout."""
-    if root and real.startswith(_folder(root)):
-        parts = real.split(os.sep)
-        return "site-packages" in parts or "dist-packages" in parts
-    return True
-
-
-def _ran_state(real: str) -> str | None:
-    """A reached file's ``imported_state``: as the worker imported it, while the
-    file is still that; else as this job did."""
-    held = HELD_FILES.get(real)
-    if held is None:
-        return imported_state(real, _started_ns)
-    try:
-        return held if stat_state(os.stat(real)) == held else CHANGED
-    except OSError:
-        return CHANGED
-
-
-def record_of(real: str) -> str | None:
-    """The RECORD of the installed distribution that lists the file ``real`` (a
-    wheel's install; not an editable one, whose RECORD lists only its finder or
-    ``.pth``), or None."""
-    for folder in INSTALLED:
-        if real.startswith(folder):
-            found = _distributions(folder).get(real[len(folder) :])
-            if found is not None:
-                return found
-    return None
-
-
-def _distributions(folder: str) -> dict[str, str]:
-    """File relative to ``folder`` -> the RECORD that lists it, for the distributions
-    installed in ``folder`` (read again once a distribution came or went: that
-    changes the folder's modification time)."""
-    try:
-        mtime = os.stat(folder).st_mtime_ns
-    except OSError:
-        return {}
-    known = _RECORDS.get(folder)
-    if known is not None and known[0] == mtime:
-        return known[1]
-    files: dict[str, str] = {}
-    try:
-        entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".dist-info"))
-    except OSError:
-        entries = []
-    for entry in entries:
-        record = os.path.join(folder, entry, "RECORD")
-        try:
-            with open(record, encoding="utf-8", errors="surrogateescape") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            path = line.rpartition(",")[0].rpartition(",")[0]  # path,hash,size; a path may hold commas
-            if path:
-                files.setdefault(path, record)
-    _RECORDS[folder] = (mtime, files)
-    return files
 
 
 def preloaded_used() -> list[str]:
@@ -430,13 +303,13 @@ def hold(since_ns: int, known: dict[str, str] | None = None) -> None:
     and the state of every library module's file (``HELD_FILES``), imported from
     ``since_ns`` on; ``known``: states already taken, by file."""
     for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] in _KEYED_ELSEWHERE:
+        if name.partition(".")[0] in KEYED_ELSEWHERE:
             continue
         file = getattr(module, "__file__", None)
         if not isinstance(file, str):
             continue
-        real = _real(file)
-        if _stdlib(real) or _under(real, OWN):
+        real = real_path(file)
+        if is_stdlib(real) or _under(real, OWN):
             continue
         if real not in HELD_FILES:
             state = (known or {}).get(real) or imported_state(real, since_ns)

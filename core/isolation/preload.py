@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from exportlens.core.cache.keys import library_state
-from exportlens.core.export import libraries
+from exportlens.core.export import libraries, library_units
 from exportlens.core.isolation import fakecache, observable, preload_record
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
 from exportlens.core.isolation.trace import mark
@@ -200,6 +200,7 @@ class Preloader:
         self.rss_before_kb = 0
         self.checked = time.monotonic()
         self.seen = observable.Snapshot()  # what other code sees, as the last import left it
+        self.learned = False  # whether ``library_units`` learned what the worker holds now
 
     def start(self, since_ns: int) -> None:
         """After the warm-up (which began at ``since_ns``, wall clock): note what the
@@ -223,8 +224,9 @@ class Preloader:
 
     @property
     def wanted(self) -> bool:
-        """Whether there is idle work: modules to import, or uses to note in the record."""
-        return bool(self.pending) or bool(self.used - self.noted)
+        """Whether there is idle work: modules to import, uses to note in the record,
+        or what the worker holds to learn."""
+        return bool(self.pending) or bool(self.used - self.noted) or not self.learned
 
     def learn(self, imported: Imported) -> None:
         """A job's report: its library modules become candidates; its use of preloaded
@@ -302,6 +304,12 @@ class Preloader:
             libraries.hold(started_ns, self.watched)
             libraries.PRELOADED = frozenset(self.modules)
             fakecache.settle()  # a library's own operators and rules are the zygote's now
+        if imported or not self.learned:
+            # What each job forked from now on looks up rather than works out (~0.1 s
+            # with transformers): idle work, not the first request's.
+            library_units.learn()
+            self.learned = True
+            mark("zygote: library units learned")
         if imported or self.used - self.noted:
             self._save()
         if announced:

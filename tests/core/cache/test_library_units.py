@@ -1,5 +1,5 @@
 """The library part of a result's key: which files a job depended on
-(``libraries.depended_on``) and the state of each (``keys.unit_state``), by content
+(``library_units.depended_on``) and the state of each (``keys.unit_state``), by content
 only -- a distribution's name, version and RECORD hash, another module's bytes --
 so two machines with the same files compute the same key."""
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from exportlens.core.cache import keys
-from exportlens.core.export import libraries
+from exportlens.core.export import libraries, library_units
 
 
 def _distribution(site: Path, name: str = "foo", version: str = "1.2") -> Path:
@@ -46,7 +46,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_distribution_is_keyed_by_its_name_version_and_record_hash(installed: Path, tmp_path: Path) -> None:
     record = _distribution(installed)
     bar = os.path.realpath(installed / "foo" / "bar.py")
-    assert libraries.record_of(bar) == os.path.realpath(record)  # every module of it: one unit
+    assert library_units.record_of(bar) == os.path.realpath(record)  # every module of it: one unit
     state = keys.unit_state(str(record))
     assert state == f"dist foo 1.2 sha256:{hashlib.sha256(record.read_bytes()).hexdigest()}"
     st = record.stat()
@@ -64,9 +64,9 @@ def test_a_file_no_record_lists_is_its_own_unit_and_a_later_install_is_found(ins
     _distribution(installed)
     stray = installed / "foo" / "extra.py"  # put there by hand: the RECORD does not vouch for it
     stray.write_text("Y = 2\n")
-    assert libraries.record_of(os.path.realpath(stray)) is None
+    assert library_units.record_of(os.path.realpath(stray)) is None
     later = _distribution(installed, "baz", "3.0")  # installed while the worker runs
-    assert libraries.record_of(os.path.realpath(installed / "baz" / "bar.py")) == os.path.realpath(later)
+    assert library_units.record_of(os.path.realpath(installed / "baz" / "bar.py")) == os.path.realpath(later)
 
 
 def test_a_module_file_is_keyed_by_its_bytes_not_its_metadata(tmp_path: Path) -> None:
@@ -89,19 +89,21 @@ def test_a_module_file_is_keyed_by_its_bytes_not_its_metadata(tmp_path: Path) ->
 # reach (``mylib.other`` and ``otherlib``, preloaded beside it for another model).
 JOB = """
 import json, os, sys, time
-site, project, preload = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+site, project, preload, model = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 sys.path.insert(0, site)
-from exportlens.core.export import libraries
+from exportlens.core.export import libraries, library_units
 libraries.survey()  # the worker's start
 if preload:
     since = time.time_ns()
-    import mylib.other, mylib.blocks, otherlib
+    import mylib.other, mylib.blocks, biglib, otherlib
     libraries.hold(since)
+    library_units.learn()  # the worker's walks
 libraries.reset()  # the job starts
 sys.path.insert(0, project)
 with libraries.watching(project):
-    import model
-print(json.dumps(libraries.depended_on(project)))
+    __import__(model)
+# whether the worker's walks could be used: nothing left sys.modules since they were taken
+print(json.dumps([library_units.depended_on(project), library_units._added() is not None]))
 """
 
 SITE = {
@@ -111,26 +113,48 @@ SITE = {
     "mylib/other.py": "import otherlib\n",
     "helperlib.py": "",
     "helper2.py": "K = 2\n",
+    # A package that imports its modules, as transformers does: the worker's walk from
+    # it covers them. ``extra`` is an attribute when facade imports it, and a module
+    # once go() ran: a name that held no module when the worker walked, and holds one
+    # in the job through an edge the worker knew. later() imports in the job: an edge
+    # the worker's walk did not have.
+    "biglib/__init__.py": "extra = None\nfrom . import facade, lazy\n",
+    "biglib/facade.py": "import importlib\n\nfrom biglib import extra\n\n\ndef go():\n    return importlib.import_module('biglib.extra')\n",
+    "biglib/extra.py": "import helper3\n",
+    "biglib/lazy.py": "def later():\n    from helper4 import K\n    return K\n",
+    "helper4.py": "K = 4\n",
+    "helper3.py": "",
     "otherlib.py": "",
 }
 
 
-def test_a_job_depends_on_what_its_imports_reach_whether_or_not_preloaded(tmp_path: Path) -> None:
+MODELS = {
+    "model": "from mylib.blocks import Block, scale\nfrom biglib.facade import go\nfrom biglib.lazy import later\n\nWIDTH = scale()\ngo()\nlater()\n",
+    # A module taken out of sys.modules: the worker's walks no longer hold.
+    "dropping": "import sys\n\nsys.modules.pop('mylib.other', None)\nfrom mylib.blocks import Block, scale\nfrom biglib.facade import go\nfrom biglib.lazy import later\n\nWIDTH = scale()\ngo()\nlater()\n",
+}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_a_job_depends_on_what_its_imports_reach_whether_or_not_preloaded(tmp_path: Path, model: str) -> None:
     site, project = tmp_path / "site", tmp_path / "proj"
     for name, text in SITE.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text(text)
     project.mkdir()
-    (project / "model.py").write_text("from mylib.blocks import Block, scale\n\nWIDTH = scale()\n")
+    (project / f"{model}.py").write_text(MODELS[model])
     time.sleep(1.1)  # written well before any import: none "changed while it was imported"
 
-    def job(preload: bool) -> dict[str, str]:
-        run = subprocess.run([sys.executable, "-c", textwrap.dedent(JOB), str(site), str(project), "1" if preload else "0"], capture_output=True, text=True, timeout=120)
+    def job(preload: bool) -> tuple[dict[str, str], bool]:
+        run = subprocess.run([sys.executable, "-c", textwrap.dedent(JOB), str(site), str(project), "1" if preload else "0", model], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr
-        return dict(json.loads(run.stdout))
+        found, walked = json.loads(run.stdout)
+        return dict(found), walked
 
-    fresh, preloaded = job(False), job(True)
+    (fresh, _), (preloaded, walked) = job(False), job(True)
+    assert walked is (model == "model")
     real = os.path.realpath(site)
-    expected = {os.path.join(real, n): "sha256:" + hashlib.sha256(SITE[n].encode()).hexdigest() for n in ("mylib/__init__.py", "mylib/blocks.py", "mylib/util.py", "helperlib.py", "helper2.py")}
+    reached = ("mylib/__init__.py", "mylib/blocks.py", "mylib/util.py", "helperlib.py", "helper2.py", "biglib/__init__.py", "biglib/facade.py", "biglib/lazy.py", "biglib/extra.py", "helper3.py", "helper4.py")
+    expected = {os.path.join(real, n): "sha256:" + hashlib.sha256(SITE[n].encode()).hexdigest() for n in reached}
     assert fresh == expected
     assert preloaded == expected
