@@ -72,6 +72,11 @@ class Forker:
         # ``record_fd``, read back here once; None until then, [] when unknown.
         self.hot: hotpages.Runs | None = None
         self.record_fd = -1
+        # Process -> the memfd its job tells the pages it copied in (a standby that
+        # warmed by hot pages: ``hotpages``), and lessons read back, added to ``hot``
+        # when the next standby is forked.
+        self.learning: dict[int, int] = {}
+        self.lessons: list[bytes] = []
 
     def fork_job(self, request: ExportRequest) -> Job:
         mark(f"zygote: fresh fork for request {request.id}")
@@ -89,16 +94,19 @@ class Forker:
             self.record_fd = os.memfd_create("exportlens-hot-pages")
         request_r, request_w = os.pipe()
         hot, record_fd = self.hot, self.record_fd
+        learn_fd = os.memfd_create("exportlens-copied-pages") if hot else -1
         theirs = (busy.events_r, busy.output_r, busy.dump_fd) if busy else ()
 
         def child(events_w: int, output_w: int, dump_fd: int) -> None:
             os.close(request_w)
             for fd in theirs:  # the running job's pipes are not the standby's
                 os.close(fd)
-            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, hot, record_fd)
+            standby_main(request_r, events_w, output_w, dump_fd, self.num_threads, hot, record_fd, learn_fd)
 
         job = self._fork(child, keep=record_fd)
         os.close(request_r)
+        if learn_fd >= 0:
+            self.learning[job.pid] = learn_fd
         self.standby = Standby(job, request_w)
         mark(f"zygote: standby {job.pid} forked")
 
@@ -123,8 +131,29 @@ class Forker:
         self._kill_standby(standby, reap=False)
         return None
 
+    def learn_from(self, pid: int) -> None:
+        """A job process is over: keep what it told of the pages it copied, if anything."""
+        fd = self.learning.pop(pid, None)
+        if fd is None:
+            return
+        try:
+            data = os.pread(fd, hotpages.MAX_PAGES * 16, 0)
+            if data:
+                self.lessons.append(data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     def _read_hot(self) -> None:
-        """Take the pages a standby recorded, once it has (see ``hotpages``)."""
+        """Take the pages a standby recorded, once it has, and those jobs told of
+        since (see ``hotpages``)."""
+        if self.hot and self.lessons:
+            mappings = hotpages.writable_mappings()
+            for data in self.lessons:
+                self.hot = hotpages.merge(self.hot, hotpages.from_bytes(data, mappings))
+            self.lessons.clear()
+            mark(f"zygote: {sum(size for _, size in self.hot) // hotpages.PAGE} hot pages in {len(self.hot)} runs, with what jobs copied")
         if self.hot is not None or self.record_fd < 0:
             return
         size = os.fstat(self.record_fd).st_size
@@ -157,6 +186,7 @@ class Forker:
             mark(f"zygote: standby {standby.job.pid} dropped")
 
     def _kill_standby(self, standby: Standby, reap: bool = True) -> None:
+        self.learn_from(standby.job.pid)  # nothing to learn: it ran no request
         if reap:
             kill_group(standby.job.pid)
         else:
@@ -185,7 +215,7 @@ class Forker:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             standby_w = self.standby.request_w if self.standby else -1
             record_fd = self.record_fd if self.record_fd != keep else -1
-            for fd in (events_r, output_r, standby_w, record_fd, *self.private_fds):
+            for fd in (events_r, output_r, standby_w, record_fd, *self.learning.values(), *self.private_fds):
                 if fd >= 0:
                     os.close(fd)
             child(events_w, output_w, dump_fd)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import resource
 import signal
 import sys
 import traceback
+from array import array
+from dataclasses import dataclass
 from typing import NoReturn
 
 from exportlens.core.isolation import fakecache, hotpages
@@ -39,7 +42,19 @@ PR_SET_PDEATHSIG = 1
 MAX_IMPORTED = 5000  # library modules one job reports to its worker
 
 
-def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int) -> None:
+@dataclass
+class Learning:
+    """What a standby read of its pages before it took its request, for its job to
+    tell the zygote which ones it copied (``hotpages``)."""
+
+    mappings: hotpages.Runs
+    before: list[array]
+    fd: int  # the memfd the zygote reads the runs from
+    faults: int  # ru_minflt then
+    resident: int  # resident pages then
+
+
+def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int, learning: Learning | None = None) -> None:
     """The disposable job process. Never returns."""
     code = 0
     exit_now = os._exit  # ours, before the model's code can replace it
@@ -71,6 +86,8 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 
         result = run_job(request, emit)
         mark("job: result built")
+        if learning is not None:
+            _teach(learning)
         emit(_imported(before, request))
         asked = fakecache.questions()
         if asked:
@@ -87,6 +104,27 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
     finally:
         _flush()
         exit_now(code)
+
+
+def _teach(learning: Learning) -> None:
+    """Write the runs of pages this job copied to the zygote's memfd, when it copied
+    enough for that to be worth the ~7 ms (``hotpages.LEARN_FAULTS``). A copy is a
+    fault that left the resident size as it was; a fault on fresh memory (the model's
+    tensors, a new arena) adds a resident page, and populating could not spare it."""
+    try:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
+        copies = faults - max(0, hotpages.resident_pages() - learning.resident)
+        if copies <= hotpages.LEARN_FAULTS:
+            mark(f"job: ~{copies} copy-on-write faults of {faults}: nothing to teach")
+        else:
+            after = hotpages.snapshot(learning.mappings)
+            if after is not None:
+                runs = hotpages.written(learning.mappings, learning.before, after)
+                os.pwrite(learning.fd, hotpages.to_bytes(runs), 0)
+                mark(f"job: {sum(size for _, size in runs) // hotpages.PAGE} pages it copied noted (~{copies} copy-on-write faults of {faults})")
+        os.close(learning.fd)
+    except Exception:  # noqa: BLE001 - a lesson lost only costs speed
+        pass
 
 
 def _imported(before: set[str], request: ExportRequest) -> Imported:
@@ -115,6 +153,7 @@ def standby_main(
     num_threads: int,
     hot: hotpages.Runs | None = None,
     record_fd: int = -1,
+    learn_fd: int = -1,
 ) -> NoReturn:
     """A job process forked *before* its request arrives. Never returns.
 
@@ -128,6 +167,8 @@ def standby_main(
     With ``hot`` (the pages an export writes, ``hotpages``) it writes those pages in
     one go, a fraction of the time of a tiny export; without, it runs the tiny export,
     and with ``record_fd`` records which pages that wrote, for the next standbys.
+    With ``learn_fd``, warmed by hot pages, it reads its pages before it takes a
+    request, for its job to tell which ones it copied (``hotpages``).
     """
     mark("standby: warming")
     how = "hot pages"
@@ -147,6 +188,14 @@ def standby_main(
                 pass
     if record_fd >= 0:
         os.close(record_fd)
+    learning = None
+    if learn_fd >= 0:
+        mappings = hotpages.writable_mappings() if how == "hot pages" else []
+        before = hotpages.snapshot(mappings) if mappings else None
+        if before is None:
+            os.close(learn_fd)
+        else:
+            learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.resident_pages())
     mark(f"standby: warm, by {how}")
     write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request
     request: ExportRequest | None = None
@@ -159,7 +208,7 @@ def standby_main(
     os.close(request_fd)
     if request is None:
         os._exit(0)
-    child_main(request, events_fd, output_fd, dump_fd, num_threads)
+    child_main(request, events_fd, output_fd, dump_fd, num_threads, learning)
     os._exit(70)  # not reached: child_main exits
 
 

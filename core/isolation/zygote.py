@@ -275,6 +275,7 @@ class Zygote:
             else:
                 attempt.dump = end_job(job, tail)
                 self.reap_strays()
+            self.forks.learn_from(job.pid)  # written before its result, if at all
             mark(f"zygote: request {request.id} job ended")
         return attempt
 

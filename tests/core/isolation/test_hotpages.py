@@ -6,12 +6,15 @@ and through a real worker the next standby warms by hot pages and runs the reque
 from __future__ import annotations
 
 import ctypes
+import os
+import resource
 import time
 from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation import fakecache, hotpages, trace
+from exportlens.core.isolation import fakecache, hotpages, jobprocess, trace
+from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from tests.core.isolation.forks import in_child
@@ -191,3 +194,45 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
     for i in (1, 2):
         assert at(f"zygote: request {i} in job {takers[i]}") < at(f"zygote: standby {takers[i + 1]} forked") < at(f"zygote: request {i} result sent")
     assert at("zygote: request 2 result sent") < second
+
+
+def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> None:
+    """A tiny export does not write what a real model's does: a job taught by its
+    standby's pagemap tells the zygote the pages it copied (``jobprocess._teach``),
+    which adds them to the list later standbys populate (``Forker._read_hot``). One
+    that copied little tells nothing (it would cost the job ~7 ms for nothing)."""
+    raw, start = _buffer()
+    offset = start - _address(raw)
+
+    def job(pages: list[int], threshold: int) -> bytes:
+        hotpages.LEARN_FAULTS = threshold  # in the fork only
+        mappings = hotpages.writable_mappings()
+        before = hotpages.snapshot(mappings)
+        assert before is not None
+        fd = os.memfd_create("lesson")
+        learning = jobprocess.Learning(mappings, before, os.dup(fd), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.resident_pages())
+        for page in pages:
+            raw[offset + page * hotpages.PAGE] = 2
+        jobprocess._teach(learning)
+        return os.pread(fd, 1 << 20, 0)
+
+    # A fork of the test process copies pages of its own too: thresholds either side.
+    assert in_child(lambda: job(list(range(10, 30)), 1 << 30)) == b""  # under the threshold
+    lesson = in_child(lambda: job(list(range(10, 30)), 0))
+    copied = [(a, n) for a, n in hotpages.from_bytes(lesson, hotpages.writable_mappings()) if start <= a < start + PAGES * hotpages.PAGE]
+    assert copied == [(start + 10 * hotpages.PAGE, 20 * hotpages.PAGE)]
+
+    forks = Forker()
+    known = [(start + 28 * hotpages.PAGE, 8 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]
+    forks.hot, forks.lessons = list(known), [lesson]
+    forks._read_hot()
+    ours = [(a, n) for a, n in forks.hot if start <= a < start + PAGES * hotpages.PAGE]
+    assert ours == [(start + 10 * hotpages.PAGE, 26 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]  # 10-29 and 28-35 joined
+    assert forks.lessons == []
+
+
+def test_merged_runs_stay_within_the_page_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    page = hotpages.PAGE
+    assert hotpages.merge([(page, page)], [(3 * page, page), (2 * page, page)]) == [(page, 3 * page)]
+    monkeypatch.setattr(hotpages, "MAX_PAGES", 2)
+    assert hotpages.merge([(page, page)], [(3 * page, 2 * page)]) == [(page, page)]  # three pages: the old list
