@@ -376,6 +376,18 @@ async function statusBarText(page) {
     });
 }
 
+async function waitForActivation(page) {
+    step('wait for the extension to be active (its status item)');
+    const end = Date.now() + TIMEOUT;
+    while (Date.now() < end) {
+        if (await statusBarText(page)) {
+            return;
+        }
+        await page.waitForTimeout(250);
+    }
+    throw new Error('the exportlens status item never showed: the extension did not activate');
+}
+
 async function waitForStatusBar(page, file, expected) {
     step(`wait for the status bar to read "${expected}" on ${file}`);
     const end = Date.now() + TIMEOUT;
@@ -671,6 +683,22 @@ async function waitForJump(page, file, line, how) {
     throw new Error(`${how} did not jump to ${file}:${line}; the active tab is "${tab}" at "${where}"`);
 }
 
+/** Wait until the active tab (named with `tabText`) has the cursor at `line`:`column`. */
+async function waitForCursor(page, tabText, line, column) {
+    const end = Date.now() + UI_WAIT;
+    let tab = '';
+    let where = '';
+    while (Date.now() < end) {
+        tab = await activeTab(page);
+        where = await cursorPosition(page);
+        if (tab.includes(tabText) && new RegExp(`^Ln ${line}, Col ${column}(\\D|$)`).test(where)) {
+            return;
+        }
+        await page.waitForTimeout(100);
+    }
+    throw new Error(`the cursor never reached ${line}:${column} in ${tabText}; the active tab is "${tab}" at "${where}"`);
+}
+
 /**
  * The graph view: a row's `file.py:LINE` is a link (Ctrl+click) and a definition (F12);
  * both must land on that line of the source file.
@@ -709,6 +737,8 @@ async function followGraphLinks(page, view) {
     await page.locator('.tabs-container .tab.active', { hasText: '.nodes' }).first().waitFor({ timeout: UI_WAIT });
     const column = rows[index].indexOf(view.linkText) + 2;
     await goTo(page, index + 1, column);
+    // F12 acts where the cursor is: not before the view has it on the link.
+    await waitForCursor(page, '.nodes', index + 1, column);
     await page.keyboard.press('F12');
     await waitForJump(page, view.file, view.line, 'F12');
 }
@@ -859,6 +889,9 @@ async function main() {
             result.ok = true;
             return;
         }
+        // The palette lists the commands registered when it opens: on a loaded machine the
+        // extension's may come after the Explorer shows. Its status item says it is active.
+        await waitForActivation(page);
         await runCommand(page, 'exportlens: Show Output');
         await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
         await waitForOutputPanel(page);
