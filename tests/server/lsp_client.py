@@ -200,3 +200,15 @@ class Doc:
 
 def codes(diagnostics: list[types.Diagnostic]) -> list[tuple[str, int]]:
     return sorted((str(d.code), d.range.start.line) for d in diagnostics)
+
+
+def children(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (each thread's children list): whether the
+    server started a worker."""
+    found: set[int] = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            found.update(int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+        except OSError:
+            continue  # the thread ended meanwhile
+    return found

@@ -12,7 +12,6 @@ folder can have run); trusting it -- by ``exportlens trust``, the quick fix's
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from pathlib import Path
 from typing import Any, Union
@@ -22,7 +21,7 @@ from lsprotocol import types
 
 from tests.conftest import run_cli
 from tests.server.listening import ServerProcess
-from tests.server.lsp_client import Doc, RecordingClient, running_server
+from tests.server.lsp_client import Doc, RecordingClient, children, running_server
 from tests.server.test_e2e_sockets import editor
 
 pytestmark = pytest.mark.asyncio
@@ -74,16 +73,6 @@ def _tell_actions_from_commands(client: RecordingClient) -> None:
     converter.register_structure_hook(Union[types.Command, types.CodeAction], structure)
 
 
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            found.update(int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
-        except OSError:
-            continue
-    return found
-
-
 def _logged(client: RecordingClient, pattern: str) -> list[str]:
     return [m.message for m in client.log_messages if re.search(pattern, m.message)]
 
@@ -104,7 +93,7 @@ async def _untrusted_and_idle(client: RecordingClient, doc: Doc, ws: Path) -> ty
     # The status answers after the open was handled: still no worker, no job, nothing run.
     status = await client.command("exportlens.status", doc.uri)
     assert status["workers"] == "not-started", status
-    assert client._server is not None and _children(client._server.pid) == set()
+    assert client._server is not None and children(client._server.pid) == set()
     assert not (ws / "ran.txt").exists()
     assert _logged(client, r"no trusted workspace folder; no worker is warmed")
     return notice
@@ -122,14 +111,14 @@ async def test_an_untrusted_folder_runs_nothing_and_the_quick_fix_trusts_and_exp
         second.open()
         await _notice(client, second)
         assert len([m for m in client.messages if "exportlens trust" in m.message]) == 1
-        assert not (ws / "ran2.txt").exists() and _children(client._server.pid) == set()  # type: ignore[union-attr]
+        assert not (ws / "ran2.txt").exists() and children(client._server.pid) == set()  # type: ignore[union-attr]
         # An edit (and a save) of the untrusted buffer: the notice for the new text, nothing run.
         version = doc.replace("x * 2", "x * 3")
         doc.save()
         [again] = await client.diagnostics_for(doc.uri, version)
         assert again.code == "untrusted-folder"
         assert len([m for m in client.messages if "exportlens trust" in m.message]) == 1
-        assert not (ws / "ran.txt").exists() and _children(client._server.pid) == set()  # type: ignore[union-attr]
+        assert not (ws / "ran.txt").exists() and children(client._server.pid) == set()  # type: ignore[union-attr]
         notice = again
 
         _tell_actions_from_commands(client)

@@ -4,27 +4,16 @@ workspace without one starts no worker (torch costs ~400 MB) until an export nee
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.server.lsp_client import EXAMPLES, Doc, RecordingClient, running_server
+from tests.server.lsp_client import EXAMPLES, Doc, RecordingClient, children, running_server
 
 pytestmark = pytest.mark.asyncio
 
-
-def _children(pid: int) -> set[int]:
-    """The live child processes of ``pid`` (each thread's children list)."""
-    found: set[int] = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            found.update(int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
-        except OSError:
-            continue  # the thread ended meanwhile
-    return found
 
 
 def _logged(client: RecordingClient, pattern: str) -> list[str]:
@@ -42,7 +31,7 @@ async def test_a_model_workspace_has_a_warm_worker_before_the_first_open(tmp_pat
         assert status["state"] == "idle" and status["workers"] == "ready"
         pid = int(re.search(r"pid (\d+)", ready).group(1))  # type: ignore[union-attr]
         assert client._server is not None
-        assert pid in _children(client._server.pid)  # a real process, the server's child
+        assert pid in children(client._server.pid)  # a real process, the server's child
         assert _logged(client, r"warming a worker at start \(counter\.py declares targets\)")
 
         doc = Doc(client, tmp_path / "pkg" / "counter.py")
@@ -60,7 +49,7 @@ async def test_a_workspace_without_a_model_starts_no_worker_until_an_export(tmp_
         await client.until(lambda: _logged(client, r"no model file in the workspace"), "the warm-up decision")
         status = await client.command("exportlens.status", (tmp_path / "app.py").as_uri())
         assert status["workers"] == "not-started"
-        assert client._server is not None and _children(client._server.pid) == set()
+        assert client._server is not None and children(client._server.pid) == set()
 
         # A model file written later still exports: its first export starts the worker.
         shutil.copy(EXAMPLES / "counter.py", tmp_path / "counter.py")

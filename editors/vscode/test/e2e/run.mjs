@@ -665,38 +665,40 @@ async function waitForView(page, tabText, expect) {
     throw new Error(`the graph view lacks ${JSON.stringify(expect)}; it shows:\n${text}`);
 }
 
-/** Wait until the editor shows `file` with the cursor on `line` (1-based). */
-async function waitForJump(page, file, line, how) {
+/** Poll the active tab and the cursor ("Ln 13, Col 9") until `reached(tab, where)`, up to
+ * UI_WAIT; the last of each, and whether it got there. */
+async function watchCursor(page, reached) {
     const end = Date.now() + UI_WAIT;
     let tab = '';
     let where = '';
     while (Date.now() < end) {
         tab = await activeTab(page);
         where = await cursorPosition(page);
-        // The source's own tab, not the graph view (whose name also starts with the file's).
-        if (tab.startsWith(file) && !tab.includes('.nodes') && where.startsWith(`Ln ${line},`)) {
-            result.jumps.push({ how, tab, where });
-            return;
+        if (reached(tab, where)) {
+            return { tab, where, ok: true };
         }
-        await page.waitForTimeout(250);
+        await page.waitForTimeout(100);
     }
-    throw new Error(`${how} did not jump to ${file}:${line}; the active tab is "${tab}" at "${where}"`);
+    return { tab, where, ok: false };
+}
+
+/** Wait until the editor shows `file` with the cursor on `line` (1-based). */
+async function waitForJump(page, file, line, how) {
+    // The source's own tab, not the graph view (whose name also starts with the file's).
+    const { tab, where, ok } = await watchCursor(page, (tab, where) => tab.startsWith(file) && !tab.includes('.nodes') && where.startsWith(`Ln ${line},`));
+    if (!ok) {
+        throw new Error(`${how} did not jump to ${file}:${line}; the active tab is "${tab}" at "${where}"`);
+    }
+    result.jumps.push({ how, tab, where });
 }
 
 /** Wait until the active tab (named with `tabText`) has the cursor at `line`:`column`. */
 async function waitForCursor(page, tabText, line, column) {
-    const end = Date.now() + UI_WAIT;
-    let tab = '';
-    let where = '';
-    while (Date.now() < end) {
-        tab = await activeTab(page);
-        where = await cursorPosition(page);
-        if (tab.includes(tabText) && new RegExp(`^Ln ${line}, Col ${column}(\\D|$)`).test(where)) {
-            return;
-        }
-        await page.waitForTimeout(100);
+    const at = new RegExp(`^Ln ${line}, Col ${column}(\\D|$)`);
+    const { tab, where, ok } = await watchCursor(page, (tab, where) => tab.includes(tabText) && at.test(where));
+    if (!ok) {
+        throw new Error(`the cursor never reached ${line}:${column} in ${tabText}; the active tab is "${tab}" at "${where}"`);
     }
-    throw new Error(`the cursor never reached ${line}:${column} in ${tabText}; the active tab is "${tab}" at "${where}"`);
 }
 
 /**
