@@ -13,7 +13,7 @@ made here (``secrets``) and printed on stderr. Compared in constant time
 (``hmac.compare_digest``) on its UTF-8 bytes. The token is removed from the
 ``initialize`` that is handed on, so the server's settings, state and logs never hold it.
 
-Pure functions: :mod:`exportlens.server.sockets` does the I/O.
+Pure functions: :mod:`exportlens.server.listener` does the I/O.
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ connection), as it does when stdin closes. A connection admitted while a session
 runs is refused (another client is served); connections that have not yet shown
 their first message are read at the same time, each bounded in size
 (``FIRST_MESSAGE_MAX``) and time (``ADMIT_TIMEOUT_S``), at most ``MAX_WAITING`` at
-once, so a client that connects and says nothing cannot keep the editor out.
+once. So one client that connects and says nothing cannot keep the editor out; more
+than ``MAX_WAITING`` silent connections at once can, until theirs time out (up to
+``ADMIT_TIMEOUT_S`` each). Only who can reach the port can do that (loopback unless
+``--allow-remote``), and it costs no more than a wait: nothing of theirs is run.
 """
 
 from __future__ import annotations

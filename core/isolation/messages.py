@@ -2,7 +2,8 @@
 process: one dataclass per event, and the one frame codec both ends use.
 
 This is the only module both sides of a pipe import (with the torch-free results it
-carries), so it stays small and depends on nothing but msgpack and ``core.model``.
+carries), so it stays small and depends on nothing but msgpack, ``core.model`` and
+the default limits of ``core.project.settings``.
 
 A frame is a 4-byte big-endian payload length, then a msgpack map: the message's
 fields plus ``"ev"``, its tag. A reader decodes each frame into the dataclass its tag
