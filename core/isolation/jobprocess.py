@@ -51,7 +51,7 @@ class Learning:
     before: list[array]
     fd: int  # the memfd the zygote reads the runs from
     faults: int  # ru_minflt then
-    resident: int  # resident pages then
+    resident: int  # anonymous resident pages then (``hotpages.anon_resident_pages``)
 
 
 def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int, learning: Learning | None = None) -> None:
@@ -109,11 +109,13 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
 def _teach(learning: Learning) -> None:
     """Write the runs of pages this job copied to the zygote's memfd, when it copied
     enough for that to be worth the ~7 ms (``hotpages.LEARN_FAULTS``). A copy is a
-    fault that left the resident size as it was; a fault on fresh memory (the model's
-    tensors, a new arena) adds a resident page, and populating could not spare it."""
+    fault that left the anonymous resident size as it was; a fault on fresh memory
+    (the model's tensors, a new arena) adds an anonymous page, and populating could
+    not spare it. (Faults on file mappings count as copies here: an over-count only
+    costs the ~7 ms read, which then finds what was really copied.)"""
     try:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
-        copies = faults - max(0, hotpages.resident_pages() - learning.resident)
+        copies = faults - max(0, hotpages.anon_resident_pages() - learning.resident)
         if copies <= hotpages.LEARN_FAULTS:
             mark(f"job: ~{copies} copy-on-write faults of {faults}: nothing to teach")
         else:
@@ -195,7 +197,7 @@ def standby_main(
         if before is None:
             os.close(learn_fd)
         else:
-            learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.resident_pages())
+            learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
     mark(f"standby: warm, by {how}")
     write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request
     request: ExportRequest | None = None

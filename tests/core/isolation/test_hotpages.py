@@ -6,8 +6,10 @@ and through a real worker the next standby warms by hot pages and runs the reque
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
@@ -204,23 +206,34 @@ def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> 
     raw, start = _buffer()
     offset = start - _address(raw)
 
-    def job(pages: list[int], threshold: int) -> bytes:
+    def job(pages: list[int], threshold: int, read_file: bool = False) -> bytes:
         hotpages.LEARN_FAULTS = threshold  # in the fork only
         mappings = hotpages.writable_mappings()
         before = hotpages.snapshot(mappings)
         assert before is not None
         fd = os.memfd_create("lesson")
-        learning = jobprocess.Learning(mappings, before, os.dup(fd), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.resident_pages())
+        learning = jobprocess.Learning(mappings, before, os.dup(fd), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
         for page in pages:
             raw[offset + page * hotpages.PAGE] = 2
+        if read_file:  # mapped until after the lesson, as a library's code stays
+            with tempfile.NamedTemporaryFile(dir=Path(__file__).parent) as f:
+                chunk = b"x" * (1 << 20)
+                for _ in range(64):
+                    f.write(chunk)
+                f.flush()
+                mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+                sum(mapped[i] for i in range(0, len(mapped), hotpages.PAGE))
         jobprocess._teach(learning)
         return os.pread(fd, 1 << 20, 0)
 
     # A fork of the test process copies pages of its own too: thresholds either side.
     assert in_child(lambda: job(list(range(10, 30)), 1 << 30)) == b""  # under the threshold
+    # Code run for the first time in a fork maps many file pages a fault (fault-around,
+    # large folios): a job that also read 64 MB of a file mapping still copied its 20
+    # pages, and says so.
+    assert _page_runs(in_child(lambda: job(list(range(10, 30)), 10, read_file=True)), start) == [(start + 10 * hotpages.PAGE, 20 * hotpages.PAGE)]
     lesson = in_child(lambda: job(list(range(10, 30)), 0))
-    copied = [(a, n) for a, n in hotpages.from_bytes(lesson, hotpages.writable_mappings()) if start <= a < start + PAGES * hotpages.PAGE]
-    assert copied == [(start + 10 * hotpages.PAGE, 20 * hotpages.PAGE)]
+    assert _page_runs(lesson, start) == [(start + 10 * hotpages.PAGE, 20 * hotpages.PAGE)]
 
     forks = Forker()
     known = [(start + 28 * hotpages.PAGE, 8 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]
@@ -229,6 +242,11 @@ def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> 
     ours = [(a, n) for a, n in forks.hot if start <= a < start + PAGES * hotpages.PAGE]
     assert ours == [(start + 10 * hotpages.PAGE, 26 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]  # 10-29 and 28-35 joined
     assert forks.lessons == []
+
+
+def _page_runs(lesson: bytes, start: int) -> hotpages.Runs:
+    """The runs of a job's lesson that lie in the test's buffer."""
+    return [(a, n) for a, n in hotpages.from_bytes(lesson, hotpages.writable_mappings()) if start <= a < start + PAGES * hotpages.PAGE]
 
 
 def test_merged_runs_stay_within_the_page_budget(monkeypatch: pytest.MonkeyPatch) -> None:
