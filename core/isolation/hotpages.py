@@ -49,9 +49,8 @@ def anon_resident_pages() -> int:
     does not say): what a fault on fresh memory adds to and a copy on write leaves as
     it was. Not the whole resident size: a fault on a file mapping (torch's code run
     for the first time in this fork) maps many pages at once (fault-around, large
-    folios), so a
-    BERT's job that copied ~10,000 pages grew its file pages by ~14,600 and, counted
-    against the whole resident size, seemed to have copied none."""
+    folios), so a BERT's job that copied ~10,000 pages grew its file pages by ~14,600
+    and, counted against the whole resident size, seemed to have copied none."""
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
