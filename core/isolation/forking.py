@@ -28,6 +28,8 @@ from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import kill_group, signal_group
 from exportlens.core.isolation.trace import mark
 
+LESSON_PAUSE = 16  # saves of a file whose job had little to tell before it is asked again
+
 STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
 # Off with EXPORTLENS_HOT_PAGES=0: standbys then always warm up with a tiny export.
 HOT_PAGES = os.environ.get("EXPORTLENS_HOT_PAGES", "1") != "0"
@@ -77,6 +79,11 @@ class Forker:
         # when the next standby is forked.
         self.learning: dict[int, int] = {}
         self.lessons: list[bytes] = []
+        # Which file each learning job runs, and how many pages the last job of a
+        # file told of: a file whose job had little to tell is not asked again for
+        # ``LESSON_PAUSE`` saves, as the read costs its job ~7 ms for nothing.
+        self.teaching: dict[int, str] = {}
+        self.taught: dict[str, int] = {}  # path -> pages its last job told of, or saves not asked since (negative)
 
     def fork_job(self, request: ExportRequest) -> Job:
         mark(f"zygote: fresh fork for request {request.id}")
@@ -121,7 +128,10 @@ class Forker:
             # is cheaper than a fresh fork, which pays them as faults in the export.
             wait_s = POPULATE_WAIT_S if self.hot else 0.0
             if not done and _ready(standby.job.events_r, wait_s):
-                write_frame(standby.request_w, Export(request))
+                learn = standby.job.pid in self.learning and self._worth_a_lesson(request.path)
+                if learn:
+                    self.teaching[standby.job.pid] = request.path
+                write_frame(standby.request_w, Export(request, learn=learn))
                 os.close(standby.request_w)
                 mark(f"zygote: standby {standby.job.pid} takes request {request.id}")
                 return standby.job
@@ -131,15 +141,29 @@ class Forker:
         self._kill_standby(standby, reap=False)
         return None
 
+    def _worth_a_lesson(self, path: str) -> bool:
+        """Whether the job of ``path`` should tell the pages it copied: yes unless the
+        file's last job told of fewer than ``hotpages.LEARN_FAULTS`` (its pages are
+        known, or what it faults on is fresh memory no list can spare); such a file is
+        asked again after ``LESSON_PAUSE`` saves, in case its model grew."""
+        last = self.taught.get(path)
+        if last is None or last >= hotpages.LEARN_FAULTS:
+            return True
+        self.taught[path] = -LESSON_PAUSE if last >= 0 else last + 1
+        return self.taught[path] == 0
+
     def learn_from(self, pid: int) -> None:
         """A job process is over: keep what it told of the pages it copied, if anything."""
         fd = self.learning.pop(pid, None)
+        path = self.teaching.pop(pid, None)
         if fd is None:
             return
         try:
             data = os.pread(fd, hotpages.MAX_PAGES * 16, 0)
             if data:
                 self.lessons.append(data)
+            if path is not None:
+                self.taught[path] = hotpages.pages_in(data)
         except OSError:
             pass
         finally:

@@ -19,7 +19,9 @@ ms of a tiny BERT's save), so jobs teach it the rest: a standby that warmed by h
 pages reads its pagemap before it takes a request, and its job, when it copied more
 than ``LEARN_FAULTS`` pages (faults that added no anonymous resident page), reads it again before it sends its result (~7 ms) and
 hands the pages it copied to the zygote, which adds them to the list (``merge``) for
-the standbys forked after. The list only grows, up to ``MAX_PAGES``. Pages only: populating never changes what a process
+the standbys forked after. A file whose job had little to tell (its pages known, or its
+faults on fresh memory that no list can spare) is not asked again for its next saves
+(``forking.LESSON_PAUSE``). The list only grows, up to ``MAX_PAGES``. Pages only: populating never changes what a process
 computes, so a stale or partial list costs speed, never correctness. Where the kernel
 cannot (no pagemap, no ``MADV_POPULATE_WRITE``), nothing is recorded and standbys warm
 up by exporting as before.
@@ -155,6 +157,15 @@ def merge(old: Runs, new: Runs) -> Runs:
 
 def to_bytes(runs: Runs) -> bytes:
     return array("Q", [x for run in runs for x in run]).tobytes()
+
+
+def pages_in(data: bytes) -> int:
+    """How many pages the runs in ``data`` (``to_bytes``) cover; 0 for anything else."""
+    if not data or len(data) % 16:
+        return 0
+    values = array("Q")
+    values.frombytes(data)
+    return sum(values[1::2]) // PAGE
 
 
 def from_bytes(data: bytes, mappings: Runs) -> Runs:

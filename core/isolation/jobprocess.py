@@ -205,6 +205,9 @@ def standby_main(
         message = read_frame(request_fd)
         if isinstance(message, Export):
             request = message.request
+            if learning is not None and not message.learn:  # the file's last job had little to tell
+                os.close(learning.fd)
+                learning = None
     except BaseException:  # noqa: BLE001 - garbage on our own pipe: exit quietly
         pass
     os.close(request_fd)

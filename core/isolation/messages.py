@@ -100,6 +100,9 @@ class ExportRequest:
 class Export:
     TAG: ClassVar[str] = "export"
     request: ExportRequest
+    # zygote -> standby: whether its job reads its pages again to tell which it
+    # copied (``hotpages``; no when the file's last job had nothing to tell)
+    learn: bool = True
 
 
 @dataclass(frozen=True)

@@ -254,3 +254,41 @@ def test_merged_runs_stay_within_the_page_budget(monkeypatch: pytest.MonkeyPatch
     assert hotpages.merge([(page, page)], [(3 * page, page), (2 * page, page)]) == [(page, 3 * page)]
     monkeypatch.setattr(hotpages, "MAX_PAGES", 2)
     assert hotpages.merge([(page, page)], [(3 * page, 2 * page)]) == [(page, page)]  # three pages: the old list
+
+
+def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Telling the pages it copied costs a job a read of its pagemap (~7 ms). Once a
+    job of a file told of few pages (its pages are known now), the next job of that
+    file is not asked (``Forker._worth_a_lesson``); another file's job is."""
+    log = tmp_path / "trace"
+    monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text(MODEL)
+    second.write_text(MODEL.replace("x + 1", "x * 2"))
+    files = [first] * 5 + [second]
+    takers = []
+    with WorkerPool(1) as pool:
+        pool.wait_ready()
+        for i, model in enumerate(files):
+            takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
+            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            assert [t.status for t in result.targets] == ["ok"]
+    lines = trace.read(str(log))
+
+    def told(pid: int) -> list[str]:
+        return [what for _, p, what in lines if p == pid and ("nothing to teach" in what or "pages it copied noted" in what)]
+
+    def little(lesson: str) -> bool:
+        return "nothing to teach" in lesson or int(lesson.split()[1]) < hotpages.LEARN_FAULTS
+
+    assert _warm_standbys(log)[:2] == ["standby: warm, by a tiny export", "standby: warm, by hot pages"]
+    assert told(takers[0]) == []  # warmed by a tiny export: nothing to compare with
+    lessons = [told(pid) for pid in takers[1:5]]
+    assert all(len(lesson) <= 1 for lesson in lessons), lessons
+    # Asked until one had little to tell (what the first told is populated by the next standbys) ...
+    k = next(i for i, lesson in enumerate(lessons) if lesson and little(lesson[0]))
+    assert all(lesson and not little(lesson[0]) for lesson in lessons[:k]), lessons
+    assert k < 3, lessons
+    # ... then not asked again, while another file is.
+    assert lessons[k + 1] == [], lessons
+    assert len(told(takers[5])) == 1
