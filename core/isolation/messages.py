@@ -103,6 +103,10 @@ class Export:
     # zygote -> standby: whether its job reads its pages again to tell which it
     # copied (``hotpages``; no when the file's last job had nothing to tell)
     learn: bool = True
+    # pool -> zygote: more requests of the same batch wait behind this one (``check``
+    # of many files): the worker imports what earlier jobs imported (``preload``)
+    # before it runs this one, as it would while idle, which a batch never is
+    more: bool = False
 
 
 @dataclass(frozen=True)

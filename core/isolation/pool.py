@@ -272,7 +272,7 @@ class WorkerPool:
                     if request.id in self._cancelled:
                         self._cancelled.discard(request.id)
                         continue
-                self._dispatch(worker, request, done)
+                self._dispatch(worker, request, done, more=bool(pending))
         self._poll(0.5, done)
 
     def _collect(self, done: dict[int, FileResult]) -> Iterator[tuple[int, FileResult]]:
@@ -284,12 +284,13 @@ class WorkerPool:
                     continue
             yield request_id, result
 
-    def _dispatch(self, worker: WorkerProcess, request: ExportRequest, done: dict[int, FileResult]) -> None:
+    def _dispatch(self, worker: WorkerProcess, request: ExportRequest, done: dict[int, FileResult], more: bool = False) -> None:
+        """Hand ``request`` to ``worker``; ``more``: others of its batch wait behind it."""
         worker.request, worker.last_heard = request, time.monotonic()
         worker.set_state(WorkerState.BUSY, f"request {request.id}")
         try:
             with self._lock:
-                worker.send(Export(request))
+                worker.send(Export(request, more=more))
         except OSError:
             self._last_words(worker)
             self._replace(worker, worker.retiring or "it stopped reading its input", done)

@@ -70,6 +70,7 @@ class Zygote:
         self.fout = fout
         self.inbox = FrameDecoder()
         self.queue: collections.deque[ExportRequest] = collections.deque()
+        self.batch: set[int] = set()  # queued requests that others of their batch wait behind
         self.cancel_current = False
         self.current_id: int | None = None
         self.exiting = False
@@ -109,12 +110,15 @@ class Zygote:
         if isinstance(message, Export):
             mark(f"zygote: request {message.request.id} read")
             self.queue.append(message.request)
+            if message.more:
+                self.batch.add(message.request.id)
         elif isinstance(message, Cancel):
             if message.id == self.current_id:
                 self.cancel_current = True
             for queued in list(self.queue):
                 if queued.id == message.id:
                     self.queue.remove(queued)
+                    self.batch.discard(queued.id)
                     self.send_cancelled(queued)
         elif isinstance(message, Exit):
             self.exiting = True
@@ -148,7 +152,10 @@ class Zygote:
                 self.forks.reap_dead()
                 continue
             self.finish_ending()
+            if self.preload_for_batch():
+                continue
             request = self.queue.popleft()
+            self.batch.discard(request.id)
             self.current_id, self.cancel_current = request.id, False
             result = run_request(request, self.run_child)
             self.current_id = None
@@ -178,6 +185,21 @@ class Zygote:
             fakecache.settle()
             gc.freeze()
             mark(f"zygote: {added} fake-tensor cache entries kept")
+
+    def preload_for_batch(self) -> bool:
+        """Before the next request of a batch (``Export.more``): import what earlier
+        jobs imported now, as ``idle_work`` would, since a batch leaves the worker no
+        idle moment and each of its jobs would import the libraries again. Whether the
+        worker retires for it (the request, not started, goes to the next worker)."""
+        if self.queue[0].id not in self.batch or not self.preloader.pending:
+            return False
+        mark(f"zygote: preloading before request {self.queue[0].id}, of a batch")
+        self.forks.drop_standby()  # it would lack what is imported now
+        why = self.preloader.step(lambda: self.exiting)
+        if why is not None:
+            self.retire(why)
+            return True
+        return False
 
     def idle_work(self) -> bool:
         """While no request waits: retire when a library held changed on disk, else

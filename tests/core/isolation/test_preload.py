@@ -168,6 +168,25 @@ def test_a_library_is_imported_once_and_later_jobs_reuse_it(site: Site, cache: P
         assert len(site.importers("slowlib")) == 3
 
 
+def test_a_batch_imports_a_library_once_before_its_next_jobs(site: Site, cache: Path, tmp_path: Path) -> None:
+    """A batch (``check`` of many files) never leaves the worker idle: without a word
+    from the pool each of its jobs would import the library again. The pool says more
+    requests wait (``Export.more``), and the worker imports what the first job imported
+    before it runs the next."""
+    site.library("slowlib")
+    models = [project(tmp_path / name, ["slowlib"], width="slowlib.WIDTH") for name in "abc"]
+    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
+    with WorkerPool(1, preload_dir=cache) as pool:
+        pool.wait_ready()
+        (worker,) = pool.worker_pids()
+        results = list(pool.run(requests))
+        assert [width_of(r) for r in results] == [3, 3, 3]
+        [first, *rest] = site.importers("slowlib")
+        assert first != worker
+        assert rest == [worker], site.imports()  # the first job, then the worker: no later job
+        assert all(r.libraries == (str(tmp_path / "site" / "slowlib" / "__init__.py"),) for r in results[1:])
+
+
 def test_project_modules_are_never_preloaded_nor_shadowed_by_a_preloaded_library(site: Site, cache: Path, tmp_path: Path) -> None:
     installed = site.library("slowlib")
     site.library("marker")  # imported last: once the worker holds it, it has been through the rest
