@@ -9,8 +9,9 @@ paths given do not matter. The assignment is consistent hashing with bounded loa
 its name and the shard's number (rendezvous hashing); the files, slowest first, each
 go to the first shard of their ranking that stays under 110 % of the mean load
 (``EPSILON``), else to the least loaded. The loads are the export times recorded for
-each file (a ``--durations`` file; else the results in the cache, when it holds every
-file's), a file without one counting as the median of the others. So a shard runs at most ~10 % over the mean
+each file (a committed ``--durations`` file; or, with ``--durations cache``, those of the
+results in the cache when it holds every file's; else none), a file without one
+counting as the median of the others. So a shard runs at most ~10 % over the mean
 unless one file alone is longer, new files spread evenly (each by its own hash), and
 adding or removing one file moves few others (a greedy balance in a fixed order would
 move every file after it: tests/e2e/test_shard.py measures both).
@@ -22,6 +23,7 @@ import argparse
 import base64
 import hashlib
 import json
+import logging
 import math
 import os
 import statistics
@@ -42,6 +44,8 @@ from exportlens.report import display_path
 
 if TYPE_CHECKING:
     from exportlens.core.pipeline import Pipeline
+
+log = logging.getLogger("exportlens.shard")
 
 EPSILON = 0.1  # a shard's load may exceed the mean by this fraction before a file looks further
 UNKNOWN_S = 1.0  # a file's weight when no file has a recorded time
@@ -249,12 +253,17 @@ class Plan:
     block: dict[str, Any]
 
 
+FROM_CACHE = "cache"  # ``--durations cache``: the times of the results in the cache
+
+
 def _cached_durations(files: list[str], keys: dict[str, str], pipeline: Pipeline) -> dict[str, float] | None:
     """Each file's time from its result in the cache, when the cache holds every file's
     result; else None. Partial knowledge is not used: it grows while the shards run (a
     shard that starts after another stored a result would know more, and assign
-    differently). "All" is what runners agree on when they share one complete cache; a
-    committed ``--durations`` file is what every runner agrees on, always."""
+    differently). Even "all" changes when a shard stores the last missing result before
+    another shard starts, so this is for caches no shard writes while the others start
+    (a complete cache, read by shards started together); a committed ``--durations``
+    file is what every runner agrees on, always."""
     out: dict[str, float] = {}
     for i, path in enumerate(files):
         hit = pipeline.lookup(pipeline.request(path, id=i))
@@ -266,12 +275,20 @@ def _cached_durations(files: list[str], keys: dict[str, str], pipeline: Pipeline
 
 def plan(files: list[str], pipeline: Pipeline, shard: Shard, durations_path: str | None) -> Plan:
     """Shard ``shard`` of ``files`` (every model file of the run), balanced by the times
-    in ``durations_path`` when given (a DurationsError when it cannot be read), else by
-    those of the results in the cache when it holds every file's (``_cached_durations``),
-    else with every file counting the same."""
+    in the file ``durations_path`` (a DurationsError when it cannot be read); with
+    ``FROM_CACHE``, by those of the results in the cache when it holds every file's
+    (``_cached_durations``); else with every file counting the same."""
     keys = file_keys(files)
-    if durations_path is not None:
+    if durations_path == FROM_CACHE:
+        durations_path = ""  # the cache's, below
+    if durations_path and not os.path.exists(durations_path):
+        # Not written yet (a project's first sharded run): every runner lacks it alike.
+        log.warning("%s does not exist yet: every file counts the same (check --store-durations %s writes it)", durations_path, durations_path)
+        durations, source = {}, "none"
+    elif durations_path:
         durations, source = {k: v for k, v in read_durations(durations_path).items() if k in keys.values()}, "file"
+    elif durations_path is None:
+        durations, source = {}, "none"
     else:
         durations, source = _cached_durations(files, keys, pipeline), "cache"
         if durations is None:
