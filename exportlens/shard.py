@@ -279,20 +279,17 @@ def plan(files: list[str], pipeline: Pipeline, shard: Shard, durations_path: str
     ``FROM_CACHE``, by those of the results in the cache when it holds every file's
     (``_cached_durations``); else with every file counting the same."""
     keys = file_keys(files)
+    durations: dict[str, float] = {}
+    source = "none"
     if durations_path == FROM_CACHE:
-        durations_path = ""  # the cache's, below
-    if durations_path and not os.path.exists(durations_path):
+        cached = _cached_durations(files, keys, pipeline)
+        if cached is not None:
+            durations, source = cached, "cache"
+    elif durations_path is not None and not os.path.exists(durations_path):
         # Not written yet (a project's first sharded run): every runner lacks it alike.
         log.warning("%s does not exist yet: every file counts the same (check --store-durations %s writes it)", durations_path, durations_path)
-        durations, source = {}, "none"
-    elif durations_path:
+    elif durations_path is not None:
         durations, source = {k: v for k, v in read_durations(durations_path).items() if k in keys.values()}, "file"
-    elif durations_path is None:
-        durations, source = {}, "none"
-    else:
-        durations, source = _cached_durations(files, keys, pipeline), "cache"
-        if durations is None:
-            durations, source = {}, "none"
     assignment = assign(keys.values(), durations, shard.count)
     mine = [p for p in files if assignment[keys[p]] == shard.index]
     folder = root_of(files[0]) if files else os.getcwd()
