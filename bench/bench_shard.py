@@ -93,7 +93,7 @@ def main() -> None:
         print(f"{len(blocks)} model files of {args.blocks} blocks; one job, no cache")
         single, proc = check(project, "check", "--jobs", "1", "--no-cache", "--no-signatures", "--store-durations", "durations.json")
         durations = json.loads((project / "durations.json").read_text())
-        print(f"(a) single run: {single:.1f} s; exports sum to {sum(durations.values()):.1f} s")
+        print(f"(a) single run: {single:.1f} s; the files' recorded times (durations.json) sum to {sum(durations.values()):.1f} s")
         print("(b) three shards balanced by durations.json:")
         balanced = shards(project, 3, "--durations", "durations.json")
         started = time.perf_counter()

@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     _cache_options(check)
     check.add_argument("--shard", type=parse_shard, default=None, metavar="K/N", help="check only part K of N (from 1): each model file is in exactly one part, balanced by recorded export times; the JSON report says which files, for exportlens merge")
     check.add_argument("--durations", default=None, metavar="FILE", help="--shard: balance by the export times in FILE (written by --store-durations; commit it, so every runner reads the same); 'cache': those of the results in the cache, when it holds every file's (default: every file counts the same)")
-    check.add_argument("--store-durations", default=None, metavar="FILE", help="write each checked file's export time in seconds to FILE (JSON; entries of other files are kept), for --durations")
+    check.add_argument("--store-durations", default=None, metavar="FILE", help="write the seconds each checked file's job took (loading, exporting, running, lowering) to FILE (JSON; entries of other files are kept), for --durations")
 
     merge_command.add_parser(sub, FORMATS, OUTPUT_FORMATS)
 

@@ -47,7 +47,7 @@ def add_parser(sub: Any, formats: tuple[str, ...], output_formats: tuple[str, ..
         "Run it from the folder the shards ran in: the reports' paths are relative to it.",
     )
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="one JSON report per shard (check --shard K/N --format json)")
-    merge.add_argument("--format", choices=formats, default="text", help="as for check")
+    merge.add_argument("--format", choices=(*formats, "concise"), default="text", help="as for check; concise: text with --output-format concise")
     merge.add_argument("--output-format", choices=output_formats, default="full", help="as for check")
     merge.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
     merge.add_argument("--quiet", "-q", action="store_true", help="no summary line")
@@ -169,4 +169,6 @@ def run(args: argparse.Namespace, view: View) -> int:
         except DurationsError as e:
             print(f"exportlens merge: --store-durations: {e}", file=sys.stderr)
             return 2
+    if args.format == "concise":
+        args.format, view.concise = "text", True
     return print_report(results, fmt=args.format, view=view, signatures=not args.no_signatures, elapsed=seconds, cached=cached)

@@ -135,8 +135,12 @@ class DurationsError(ValueError):
 
 
 def result_seconds(result: FileResult) -> float | None:
-    """What exporting (and lowering) ``result``'s targets took, as recorded; None when
-    no target recorded a time (a file that failed before any export)."""
+    """What checking ``result``'s file took, as recorded: its job's wall time (loading
+    the file, exporting, running and lowering its targets: a small model's export is a
+    fraction of that), else its targets' export and lowering times; None when nothing
+    was recorded (a result that no job made)."""
+    if result.elapsed_ms > 0:
+        return result.elapsed_ms / 1000
     times = [t.export_ms for t in result.targets if t.export_ms is not None]
     times += [low.lower_ms for t in result.targets for low in t.lowerings]
     return sum(times) / 1000 if times else None

@@ -138,6 +138,9 @@ def test_the_gitlab_pipeline(project: Path) -> None:
     status, out, err = finish(shell(last, project, {}))
     assert status == 1, err
     assert masked(out) == masked((project / "single.text").read_text())
+    # --format concise (docs/contract.md) is the same as --output-format concise.
+    status, concise, err = finish(shell("exportlens merge --format concise shard-*.json", project, {}))
+    assert status == 1 and concise == out, err
 
 
 def test_the_kubernetes_indexed_job(project: Path, tmp_path: Path) -> None:

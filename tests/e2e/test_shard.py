@@ -294,8 +294,9 @@ def test_balance_follows_recorded_durations(project: Path, tmp_path: Path) -> No
     report = json.loads(proc.stdout)
     stored = json.loads(durations.read_text())
     exported = {f["path"]: sum(t["export_ms"] for t in f["targets"] if t["export_ms"] is not None) / 1000 for f in report["files"] if f["targets"]}
-    assert set(stored) == set(exported) and stored
-    assert all(abs(stored[k] - round(v, 1)) < 0.051 for k, v in exported.items())
+    # Each file's job time: its exports and what surrounds them (loading, the program run).
+    assert set(stored) == {f["path"] for f in report["files"]} - {"models/gone.py"}
+    assert all(stored[k] >= round(v, 1) - 0.051 for k, v in exported.items()) and sum(stored.values()) > sum(exported.values())
     # One slow file: it has a shard of its own, the others share the other.
     durations.write_text(json.dumps({**stored, "models/counter.py": 300.0}))
     files = [json.loads(shard_run(project, k, 2, cache, "--durations", str(durations))[1])["shard"] for k in (1, 2)]
