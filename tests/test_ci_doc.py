@@ -67,7 +67,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     status, _, err = finish(shell(store, project, {"EXPORTLENS_CACHE_DIR": str(cache)}))
     assert status == 1, err  # the check's own status: the project has errors
     durations = json.loads((project / "exportlens.durations.json").read_text())
-    assert set(durations) == {"models/mlp.py", "models/counter.py", "models/inplace.py", "models/head.py", "models/broken.py"}
+    assert set(durations) == {"models/mlp.py", "models/counter.py", "models/inplace.py", "models/head.py", "models/broken.py", "models/syntax.py"}
     return project
 
 
