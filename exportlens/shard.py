@@ -8,8 +8,8 @@ paths given do not matter. The assignment is consistent hashing with bounded loa
 (Mirrokni, Thorup and Zadimoghaddam, 2016): each file ranks the shards by a hash of
 its name and the shard's number (rendezvous hashing); the files, slowest first, each
 go to the first shard of their ranking that stays under 110 % of the mean load
-(``EPSILON``), else to the least loaded. The loads are the export times recorded for
-each file (a committed ``--durations`` file; or, with ``--durations cache``, those of the
+(``EPSILON``), else to the least loaded. The loads are the times recorded for checking
+each file (``result_seconds``) (a committed ``--durations`` file; or, with ``--durations cache``, those of the
 results in the cache when it holds every file's; else none), a file without one
 counting as the median of the others. So a shard runs at most ~10 % over the mean
 unless one file alone is longer, new files spread evenly (each by its own hash), and
