@@ -96,6 +96,8 @@ def _check_set(reports: list[tuple[str, dict[str, Any]]]) -> None:
         shard = doc["shard"]
         if shard["count"] != count:
             raise Refused(f"{path} is a shard of {shard['count']}, {first_path} of {count}: the reports are of different runs")
+        if shard.get("folder") != first.get("folder"):
+            raise Refused(f"{path} was made in the folder {shard.get('folder')!r} of the project, {first_path} in {first.get('folder')!r}: their paths start in different folders; run every shard from the same folder")
         if shard.get("commit") != first.get("commit"):
             raise Refused(f"{path} was made at commit {shard.get('commit') or '(none)'}, {first_path} at {first.get('commit') or '(none)'}: merge the shards of one commit")
         if shard["sources"] != first["sources"]:

@@ -224,7 +224,7 @@ def settings_digest(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps({"env": env, "files": settings}, sort_keys=True).encode()).hexdigest()
 
 
-def report_block(shard: Shard, assignment: dict[str, int], *, commit: str | None, sources: str, settings: str, durations: str, seconds: float, cached: int) -> dict[str, Any]:
+def report_block(shard: Shard, assignment: dict[str, int], *, folder: str, commit: str | None, sources: str, settings: str, durations: str, seconds: float, cached: int) -> dict[str, Any]:
     """The JSON report's ``shard`` object: which shard, its files, and what ``merge``
     checks (see docs/contract.md, JSON output)."""
     return {
@@ -232,6 +232,7 @@ def report_block(shard: Shard, assignment: dict[str, int], *, commit: str | None
         "count": shard.count,
         "files": [k for k, s in assignment.items() if s == shard.index],
         "assignment": assignment,
+        "folder": folder,
         "commit": commit,
         "sources": sources,
         "settings": settings,
@@ -296,10 +297,11 @@ def plan(files: list[str], pipeline: Pipeline, shard: Shard, durations_path: str
         durations, source = {k: v for k, v in read_durations(durations_path).items() if k in keys.values()}, "file"
     assignment = assign(keys.values(), durations, shard.count)
     mine = [p for p in files if assignment[keys[p]] == shard.index]
-    folder = root_of(files[0]) if files else os.getcwd()
+    root = root_of(files[0]) if files else os.getcwd()
     block = report_block(
         shard, assignment,
-        commit=commit_of(folder), sources=sources_digest(keys),
+        folder=Path(os.path.relpath(os.getcwd(), root)).as_posix(),  # where the report's paths start
+        commit=commit_of(root), sources=sources_digest(keys),
         settings=settings_digest({keys[p]: _settings(pipeline, p) for p in files}),
         durations=source, seconds=0.0, cached=0,
     )

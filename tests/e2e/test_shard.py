@@ -14,6 +14,7 @@ import json
 import random
 import re
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,14 @@ def test_merge_refuses_sets_that_are_not_one_run(project: Path, tmp_path: Path) 
     (copy / "edited.json").write_text(shard_run(copy, 3, 3, cache)[1])
     proc = merged(copy, "shard-1.json", "shard-2.json", "edited.json")
     assert proc.returncode == 3 and "different model files" in proc.stderr, proc.stderr
+    # Another commit: the same files, in a git repository.
+    git = tmp_path / "git"
+    shutil.copytree(project, git)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "models"]):
+        subprocess.run(["git", *args], cwd=git, check=True, capture_output=True)
+    (git / "committed.json").write_text(shard_run(git, 3, 3, cache)[1])
+    proc = merged(git, "shard-1.json", "shard-2.json", "committed.json")
+    assert proc.returncode == 3 and "was made at commit" in proc.stderr, proc.stderr
 
 
 def test_the_assignment_does_not_depend_on_the_checkout(project: Path, tmp_path: Path) -> None:
@@ -284,6 +293,11 @@ def test_the_assignment_does_not_depend_on_the_checkout(project: Path, tmp_path:
     here = json.loads((project / "shard-2.json").read_text())["shard"]
     assert there["assignment"] == here["assignment"] and there["files"] == here["files"]
     assert there["sources"] == here["sources"] and there["settings"] == here["settings"]
+    assert (there["folder"], here["folder"]) == ("sub", ".")
+    # Its report's paths start in sub/: merged with reports made from the root, refused.
+    (copy / "sub" / "there.json").write_text(proc.stdout)
+    refused = merged(copy, "shard-1.json", "sub/there.json", "shard-3.json")
+    assert refused.returncode == 3 and "different folders" in refused.stderr, refused.stderr
 
 
 def test_balance_follows_recorded_durations(project: Path, tmp_path: Path) -> None:
