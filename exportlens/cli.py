@@ -1,4 +1,4 @@
-"""The ``exportlens`` command: ``check``, ``snapshot``, ``show``, ``cache``, ``trust`` and ``serve``. Torch-free:
+"""The ``exportlens`` command: ``check``, ``merge``, ``snapshot``, ``show``, ``cache``, ``trust`` and ``serve``. Torch-free:
 flags become ``exportlens.core.pipeline`` overrides, and the pipeline answers from the
 result cache or exports in worker processes, as it does for the language server."""
 
@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
-from exportlens import __version__, trust_command
+from exportlens import __version__, merge_command, trust_command
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
@@ -31,6 +31,7 @@ from exportlens.formats import github, sarif
 from exportlens.module_views import run_with_views
 from exportlens.progress import LogHandler, Progress, wanted
 from exportlens.report import display_path, format_text, summary, to_json
+from exportlens.shard import DurationsError, Plan, Shard, parse_shard
 from exportlens.terminal import Style, wants_colour
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -42,6 +43,10 @@ EXAMPLES = """examples:
   exportlens check --watch                  check again whatever each save changes (Ctrl-C stops)
   exportlens check --output-format concise  one line per diagnostic
   exportlens check --format json > out.json the report for tools (also sarif, github)
+  exportlens check --shard 2/3 --format json > shard-2.json
+                                            the second of three parts (one per CI runner)
+  exportlens merge shard-*.json --format sarif
+                                            the parts as one report, as one run prints it
   exportlens snapshot                       record the signatures in exportlens.snapshot.json
   exportlens show models/mlp.py             the signature of each target in a file
   exportlens trust                          let the language server run this folder's models
@@ -56,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=about.short())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,snapshot,show,serve,trust,cache,version}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,merge,snapshot,show,serve,trust,cache,version}")
 
     check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
@@ -67,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
     _lower_options(check)
     _cache_options(check)
+    check.add_argument("--shard", type=parse_shard, default=None, metavar="K/N", help="check only part K of N (from 1): each model file is in exactly one part, balanced by recorded export times; the JSON report says which files, for exportlens merge")
+    check.add_argument("--durations", default=None, metavar="FILE", help="--shard: balance by the export times in FILE (written by --store-durations; commit it, so every runner reads the same); 'cache': those of the results in the cache, when it holds every file's (default: every file counts the same)")
+    check.add_argument("--store-durations", default=None, metavar="FILE", help="write the seconds each checked file's job took (loading, exporting, running, lowering) to FILE (JSON; entries of other files are kept), for --durations")
+
+    merge_command.add_parser(sub, FORMATS, OUTPUT_FORMATS)
 
     snapshot = sub.add_parser("snapshot", help="record every target's signature in exportlens.snapshot.json at the project root")
     snapshot.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
@@ -236,11 +246,15 @@ def run(argv: list[str]) -> int:
         if args.command == "snapshot":
             return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False, view=view)
         if args.watch:
-            if args.format != "text":
-                print("exportlens check: --watch prints the text report; it cannot be combined with --format " + args.format, file=sys.stderr)
+            if args.format != "text" or args.shard or args.store_durations:
+                print("exportlens check: --watch prints the text report; it cannot be combined with " + (f"--format {args.format}" if args.format != "text" else "--shard or --store-durations"), file=sys.stderr)
                 return 2
             return _watch(paths, Pipeline(overrides), args.jobs, signatures=not args.no_signatures, view=view)
-        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args))
+        if args.durations and not args.shard:
+            print("exportlens check: --durations balances the parts of --shard K/N; give --shard too", file=sys.stderr)
+            return 2
+        sharding = Sharding(args.shard, args.durations, args.store_durations)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args), sharding=sharding)
     if args.command == "show":
         if not os.path.exists(args.file):
             print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
@@ -251,6 +265,8 @@ def run(argv: list[str]) -> int:
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)
     if args.command == "cache":
         return _cache_command(args.action, args.cache_dir)
+    if args.command == "merge":
+        return merge_command.run(args, View(quiet=args.quiet, concise=args.output_format == "concise"))
     if args.command == "trust":
         return trust_command.run(args)
     from exportlens.server.app import main
@@ -340,8 +356,18 @@ def _no_models(paths: list[str]) -> str:
     )
 
 
-def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, saves: dict[str, str] | None = None) -> int:
+@dataclasses.dataclass(frozen=True)
+class Sharding:
+    """``check --shard K/N [--durations FILE]`` and ``--store-durations FILE``."""
+
+    shard: Shard | None = None
+    durations: str | None = None
+    store: str | None = None
+
+
+def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, saves: dict[str, str] | None = None, sharding: Sharding | None = None) -> int:
     view = view or View()
+    sharding = sharding or Sharding()
     found = survey(paths)
     for p, why in found.refused:
         print(f"exportlens: {p}: {why}", file=sys.stderr)
@@ -350,6 +376,16 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
     if not found.files and not found.declarations:
         print(f"exportlens: {_no_models(paths)}", file=sys.stderr)
     started = time.perf_counter()
+    files, plan = found.files, None
+    if sharding.shard is not None:
+        from exportlens.shard import plan as plan_shard
+
+        try:
+            plan = plan_shard(found.files, pipeline, sharding.shard, sharding.durations)
+        except DurationsError as e:
+            print(f"exportlens check: --durations: {e}", file=sys.stderr)
+            return 2
+        files = plan.files
     from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
 
     try:
@@ -358,32 +394,64 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
 
             return record(paths, found.files, pipeline, jobs, progress=view.progress(fmt, found.files))
         # no files: no workers, an empty batch; a model module: the targets that import it
-        with view.progress(fmt, found.files) as listener:
-            batch = run_with_views(pipeline, found.files, jobs, listener=listener)
+        with view.progress(fmt, files) as listener:
+            batch = run_with_views(pipeline, files, jobs, listener=listener)
     except WorkerError as e:  # no worker process can start: nothing could be checked
         print(f"exportlens: {e}", file=sys.stderr)
         return 2
     results = batch.results
     if saves and not _save_programs(results, saves):
         return 2
+    if sharding.store and not _store_durations(sharding.store, results, plan):
+        return 2
     if fmt != "show":
         # The snapshot's entries for files under the PATHs that are gone (removed
-        # targets), and the pyproject.toml files whose targets name no file.
-        results = sorted(without_declared(results, found.declarations) + pipeline.vanished(paths, found.files) + found.declarations, key=lambda r: r.path)
+        # targets), and the pyproject.toml files whose targets name no file: shard 1
+        # reports them (they belong to no model file), against every shard's files.
+        extra = pipeline.vanished(paths, found.files) + found.declarations if plan is None or plan.shard.index == 1 else []
+        results = sorted(without_declared(results, found.declarations) + extra, key=lambda r: r.path)
     elapsed = time.perf_counter() - started
+    return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan)
+
+
+def print_report(results: list[FileResult], *, fmt: str, view: View, signatures: bool, elapsed: float, cached: int, plan: Plan | None = None) -> int:
+    """``results`` in ``fmt`` on stdout (a shard's with what ``merge`` needs); the exit status."""
+    line = summary(results, elapsed, cached=cached)
+    if plan is not None:
+        line += f" [shard {plan.shard}: {len(plan.files)} of {len(plan.keys)} model files]"
     if fmt == "json":
-        sys.stdout.write(json.dumps(to_json(results), indent=2) + "\n")
+        doc = to_json(results)
+        if plan is not None:
+            from exportlens.shard import pack_results
+
+            doc["shard"] = {**plan.block, "seconds": round(elapsed, 3), "cached": cached, "results": pack_results(results)}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif fmt == "sarif":
-        sys.stdout.write(json.dumps(sarif.to_sarif(results, __version__), indent=2) + "\n")
+        log = sarif.to_sarif(results, __version__)
+        if plan is not None:  # uploaded one by one, each shard is its own code-scanning category
+            log["runs"][0]["automationDetails"] = {"id": f"exportlens/shard-{plan.shard.index}-of-{plan.shard.count}/"}
+        sys.stdout.write(json.dumps(log, indent=2) + "\n")
     elif fmt == "github":
-        for line in github.annotations(results):
-            print(line)
-        print(summary(results, elapsed, cached=batch.hits))
+        for annotation in github.annotations(results):
+            print(annotation)
+        print(line)
     else:
         text = format_text(results, signatures=signatures, concise=view.concise, style=view.style)
         if text:
             print(text)
         if fmt != "show" and not view.quiet:
-            print(("\n" if text else "") + summary(results, elapsed, cached=batch.hits))
+            print(("\n" if text else "") + line)
     sys.stdout.flush()
     return 1 if any(r.has_errors for r in results) else 0
+
+
+def _store_durations(path: str, results: list[FileResult], plan: Plan | None) -> bool:
+    """``--store-durations FILE``: the export time of each model file checked."""
+    from exportlens.shard import store_durations
+
+    try:
+        store_durations(path, results, plan.keys if plan is not None else None)
+    except DurationsError as e:
+        print(f"exportlens check: --store-durations: {e}", file=sys.stderr)
+        return False
+    return True
