@@ -130,6 +130,14 @@ _CACHE_DIR_HELP = "the result cache's folder (default: $EXPORTLENS_CACHE_DIR, el
 def _cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="export everything; neither read nor write the result cache")
     parser.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
+    parser.add_argument(
+        "--cache-url",
+        default=None,
+        metavar="URL",
+        help="a shared cache read after the folder: s3://bucket/prefix (endpoint and credentials as the AWS SDKs read them, $AWS_ENDPOINT_URL included), gs://, az:// or file:///folder; "
+        "'' for none (default: $EXPORTLENS_CACHE_URL, else pyproject's [tool.exportlens] cache_url)",
+    )
+    parser.add_argument("--cache-write", action="store_true", default=None, help="also upload each new result to the shared cache (default: pyproject's [tool.exportlens] cache_write, else only read it)")
 
 
 MAX_JOBS = 256  # worker processes for --jobs; each holds torch (hundreds of MB)
@@ -229,7 +237,7 @@ def run(argv: list[str]) -> int:
     if args.command in ("check", "snapshot", "show", "cache"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
-        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
         overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
         view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
@@ -245,7 +253,7 @@ def run(argv: list[str]) -> int:
         if not os.path.exists(args.file):
             print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
             return 2
-        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
         # A folder: the model files under it, found as ``check`` finds them.
         jobs = 1 if os.path.isfile(args.file) else None
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)
@@ -372,18 +380,19 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         results = sorted(without_declared(results, found.declarations) + pipeline.vanished(paths, found.files) + found.declarations, key=lambda r: r.path)
     elapsed = time.perf_counter() - started
     if fmt == "json":
-        sys.stdout.write(json.dumps(to_json(results), indent=2) + "\n")
+        origins = {p: "store" if p in batch.from_store else "cache" for p in batch.cached}
+        sys.stdout.write(json.dumps(to_json(results, origins=origins), indent=2) + "\n")
     elif fmt == "sarif":
         sys.stdout.write(json.dumps(sarif.to_sarif(results, __version__), indent=2) + "\n")
     elif fmt == "github":
         for line in github.annotations(results):
             print(line)
-        print(summary(results, elapsed, cached=batch.hits))
+        print(summary(results, elapsed, cached=batch.hits, from_store=len(batch.from_store)))
     else:
         text = format_text(results, signatures=signatures, concise=view.concise, style=view.style)
         if text:
             print(text)
         if fmt != "show" and not view.quiet:
-            print(("\n" if text else "") + summary(results, elapsed, cached=batch.hits))
+            print(("\n" if text else "") + summary(results, elapsed, cached=batch.hits, from_store=len(batch.from_store)))
     sys.stdout.flush()
     return 1 if any(r.has_errors for r in results) else 0
