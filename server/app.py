@@ -154,6 +154,10 @@ class ExportLensServer(LanguageServer):
             self._pipeline = Pipeline(wanted, warn=self._warn_any_thread, caches=self._cache_folders)
         return self._pipeline
 
+    def shared_caches(self) -> list[dict[str, Any]]:
+        """Each shared cache in use: its URL, whether it is used now and why not."""
+        return [remote.status() for remote in self._cache_folders.remotes()]
+
     def _warn_any_thread(self, message: str) -> None:
         """``show_once`` for the pipeline, which warns from the io thread too: pygls
         is not thread-safe, so the message goes through the event loop."""
