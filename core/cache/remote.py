@@ -270,9 +270,11 @@ def _open(url: str, purpose: str) -> Any:
             kwargs["endpoint"] = endpoint
             if endpoint.startswith("http://"):
                 options["allow_http"] = True  # a MinIO or a test server on loopback
-        provider = _aws_profile()
+        provider, region = _aws_profile()
         if provider is not None:
             kwargs["credential_provider"] = provider
+        if region and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+            kwargs["region"] = region
     retry = {"max_retries": 0, "retry_timeout": _seconds(LOOKUP_BOUND_S)} if purpose == "read" else None
     return from_url(url, client_options=options, retry_config=retry, **kwargs)  # type: ignore[arg-type]
 
@@ -283,17 +285,20 @@ def _seconds(s: float) -> Any:
     return datetime.timedelta(seconds=s)
 
 
-def _aws_profile() -> Any:
-    """Credentials from the AWS SDK's chain when the environment names no key itself
-    (a profile, SSO, an instance role through ``~/.aws``): boto3's, when installed."""
+def _aws_profile() -> tuple[Any, str | None]:
+    """Credentials and region from the AWS SDK's own chain when the environment names
+    no key itself (a profile, SSO, a role through ``~/.aws``): boto3's session, when
+    boto3 is installed (``exportlens[store]``); else ``(None, None)`` and obstore reads
+    the environment (keys, ``AWS_WEB_IDENTITY_TOKEN_FILE``, the instance's role)."""
     if os.environ.get("AWS_ACCESS_KEY_ID") and not os.environ.get("AWS_PROFILE"):
-        return None
+        return None, None
     if not (os.environ.get("AWS_PROFILE") or os.path.exists(os.path.expanduser("~/.aws"))):
-        return None
+        return None, None
     try:
-        import boto3  # noqa: F401
+        import boto3
         from obstore.auth.boto3 import Boto3CredentialProvider
     except ImportError:
         log.debug("boto3 is not installed: AWS profiles are not read")
-        return None
-    return Boto3CredentialProvider()
+        return None, None
+    session = boto3.Session()
+    return Boto3CredentialProvider(session), session.region_name

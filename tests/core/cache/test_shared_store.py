@@ -236,3 +236,21 @@ def test_a_file_url_shares_a_folder(tmp_path: Path) -> None:
     found, from_store = ResultCache(tmp_path / "cb", remote=RemoteStore(url)).find(request(b))
     assert from_store and found is not None and found.path == str(b / "model.py")
     shutil.rmtree(tmp_path / "shared")
+
+
+def test_credentials_and_region_from_an_aws_profile(s3: s3server.S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key in the environment: the profile ``~/.aws`` names, read as the SDKs read it."""
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    key, secret = s3.keys["ci"]
+    (home / ".aws" / "credentials").write_text(f"[team-ci]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n")
+    (home / ".aws" / "config").write_text("[profile team-ci]\nregion = us-east-1\n")
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_PROFILE", "team-ci")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
+    store = RemoteStore(f"s3://{s3server.BUCKET}/profile", write=True, secret=SECRET)
+    assert store.put("ab/abcd.entry", b"bytes")
+    assert store.get("ab/abcd.entry") == b"bytes"
+    assert store.problem is None
