@@ -27,7 +27,7 @@ import stat
 import sys
 from typing import Any, Callable, TypeVar
 
-from exportlens.core.cache.portable import Places
+from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.lowering import PACKAGES
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
@@ -172,7 +172,7 @@ def token_first_key(request: ExportRequest, tokens: str) -> str:
 
 def _first_key(request: ExportRequest, source: bytes) -> str:
     # The path as the project sees it (relative to its root): the same in every checkout.
-    places = Places(request.root)
+    places = places_for(request.root)
     settings = [
         places.portable(os.path.abspath(request.path)),
         request.limits.timeout_s,

@@ -17,6 +17,7 @@ them all stays absolute: it only matches on a machine where it is the same.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import site
@@ -88,6 +89,13 @@ class Places:
     def local_plain(self, data: Any) -> Any:
         """A stored result's plain form with this side's folders put back."""
         return _walk(data, self.local)
+
+
+@functools.lru_cache(maxsize=64)
+def places_for(root: str | None) -> Places:
+    """The folders paths are written relative to, for a project at ``root`` (one
+    ``Places`` per root and process: the interpreter's folders do not move)."""
+    return Places(root)
 
 
 def _walk(data: Any, convert: Any, key: str | None = None) -> Any:

@@ -30,6 +30,11 @@ the stored result is served with every line moved to the new text
 (``exportlens.core.cache.remap``), and no export runs. A file (or a local module it imports) that can see its own source or
 line numbers gets no tokens manifest: only its exact bytes reuse a result.
 
+Nothing in a key or a file is of the machine (``exportlens.core.cache.portable``), so a
+``remote`` (``exportlens.core.cache.remote``) can share them: a lookup reads the folder,
+then the store (bounded), and keeps in the folder what the store served, checked as
+its own files are; a store uploads when the remote takes writes.
+
 Files are written to a temporary file in the same folder and renamed into place, so
 a reader sees a whole old file or a whole new one, and two writers of one key leave
 one valid entry. Each file carries a header (magic, format version, length, digest
@@ -40,7 +45,6 @@ mtime, and when a store takes the folder over ``max_bytes`` the oldest files go.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
@@ -72,7 +76,7 @@ from exportlens.core.cache.keys import (
     token_first_key,
 )
 from exportlens.core.cache.policy import cacheable, still_missing
-from exportlens.core.cache.portable import Places
+from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remap import FileMap, moved_modules, remap
 from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
 from exportlens.core.isolation.messages import ExportRequest
@@ -120,12 +124,6 @@ def _dependency_lists(manifest: dict[str, Any]) -> list[tuple[list[str], list[st
     if not isinstance(older, list) or not all(isinstance(i, list) and len(i) == 2 and _strings(i[0]) and _strings(i[1]) for i in older):
         return "bad list of older dependency lists"
     return [(deps, libraries), *((i[0], i[1]) for i in older)]
-
-
-@functools.lru_cache(maxsize=64)
-def places_for(root: str | None) -> Places:
-    """The folders paths are written relative to, for a project at ``root``."""
-    return Places(root)
 
 
 def _local_list(places: Places, paths: list[str]) -> list[str]:

@@ -33,7 +33,8 @@ from exportlens.core.cache.files import (
 )
 from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
-from exportlens.core.cache.store import ResultCache, default_cache_dir, places_for
+from exportlens.core.cache.portable import places_for
+from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.plain import pack
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
