@@ -92,13 +92,13 @@ def write_corpus(folder: Path, files: int, big: bool) -> list[str]:
     return names
 
 
-def check(checkout: Path, cache: Path, url: str, env: dict[str, str], *extra: str) -> tuple[float, dict]:
+def check(checkout: Path, cache: Path, url: str, env: dict[str, str], *extra: str) -> tuple[float, dict, str]:
     command = [sys.executable, "-m", "exportlens", "check", "--format", "json", "--cache-dir", str(cache), "--cache-url", url, *extra]
     started = time.perf_counter()
     proc = subprocess.run(command, cwd=checkout, capture_output=True, env=dict(os.environ, PYTHONWARNINGS="ignore", **env))
     seconds = time.perf_counter() - started
     assert proc.returncode in (0, 1), proc.stderr.decode()[-3000:]
-    return seconds, json.loads(proc.stdout)
+    return seconds, json.loads(proc.stdout), proc.stderr.decode()
 
 
 def main() -> int:
@@ -119,17 +119,19 @@ def main() -> int:
         secret = {"EXPORTLENS_CACHE_SECRET": "bench secret"}
         print(f"{len(names)} model files: {', '.join(names)}")
 
-        exporting, doc = check(ci_checkout, base / "cache-ci", url, {**server.env("ci"), **secret}, "--cache-write")
+        exporting, doc, _ = check(ci_checkout, base / "cache-ci", url, {**server.env("ci"), **secret}, "--cache-write")
         exported = sum(f["from"] == "run" for f in doc["files"])
         sizes = {f["path"]: sum(t["export_ms"] or 0 for t in f["targets"]) for f in doc["files"]}
         print(f"1. CI checkout, exporting and writing:    {exporting:7.2f} s  ({exported} exported; slowest file {max(sizes.values()) / 1000:.1f} s, fastest {min(sizes.values()) / 1000:.2f} s)")
 
-        shared, doc = check(dev_checkout, base / "cache-dev", url, {**server.env("dev"), **secret})
+        shared, doc, stderr = check(dev_checkout, base / "cache-dev", url, {**server.env("dev"), **secret})
         origins = [f["from"] for f in doc["files"]]
         exports = sum(o != "store" for o in origins)
         print(f"2. other checkout, empty cache, store:    {shared:7.2f} s  ({origins.count('store')} from the store, {exports} exported)")
+        if exports:
+            print(stderr[-2000:])
 
-        local, doc = check(dev_checkout, base / "cache-dev", url, {**server.env("dev"), **secret})
+        local, doc, _ = check(dev_checkout, base / "cache-dev", url, {**server.env("dev"), **secret})
         print(f"3. other checkout again, local folder:    {local:7.2f} s  ({sum(f['from'] == 'cache' for f in doc['files'])} from the cache)")
         print(f"store run / exporting run: {100 * shared / exporting:.1f} %  (target <= 5 %, 0 exports: {'yes' if exports == 0 else 'NO'})")
     finally:

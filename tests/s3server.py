@@ -94,3 +94,37 @@ def silent_port() -> tuple[socket.socket, str]:
     s.bind(("127.0.0.1", 0))
     s.listen(64)
     return s, f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def paced_server(body: bytes, pause_s: float, chunks: int, stop_after: int | None = None) -> tuple[object, str]:
+    """An HTTP server that answers every GET at once with ``body``'s length, then sends
+    it in ``chunks`` pieces ``pause_s`` apart -- or, with ``stop_after``, sends that
+    many pieces and then nothing more (a store that stalls). Its ``shutdown()``
+    stops it; the URL is its endpoint."""
+    import email.utils
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", '"paced"')
+            self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
+            self.end_headers()
+            size = -(-len(body) // chunks)
+            for i in range(chunks):
+                if stop_after is not None and i >= stop_after:
+                    time.sleep(60)  # answered, then silent
+                    return
+                self.wfile.write(body[i * size : (i + 1) * size])
+                self.wfile.flush()
+                time.sleep(pause_s)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"

@@ -34,7 +34,9 @@ log = logging.getLogger("exportlens.cache")
 
 T = TypeVar("T")
 
-LOOKUP_BOUND_S = 2.0  # the most one lookup waits on the store, all its reads together
+LOOKUP_BOUND_S = 2.0  # the most one lookup waits for the store to answer, all its reads together
+STALL_S = 2.0  # an answered read whose bytes stop coming this long has failed
+BODY_CAP_S = 300.0  # and one that is still coming after this long (a trickle)
 WRITE_BOUND_S = 120.0  # one upload (an entry may be tens of MB)
 COOLDOWN_S = 300.0  # how long a store that failed is left alone
 SIGNATURE = b"ELSIG1"  # + the HMAC-SHA256 of name and bytes, at the end of a signed object
@@ -174,7 +176,7 @@ class RemoteStore:
         if not self.available or bound_s <= 0:
             return None
         try:
-            data = _bounded(lambda: _get(self._store("read"), name), bound_s, f"reading {name}")
+            data = _read_object(lambda: self._store("read"), name, bound_s)
         except FileNotFoundError:
             return None
         except Rejected:
@@ -216,7 +218,38 @@ def _refused(e: BaseException) -> bool:
     return isinstance(e, (PermissionDeniedError, UnauthenticatedError, PermissionError))
 
 
-def _get(store: Any, name: str) -> bytes:
+def _read_object(store: Callable[[], Any], name: str, bound_s: float) -> bytes:
+    """The object's bytes, read on a daemon thread: the store must answer (status and
+    size) within ``bound_s``, then its bytes must keep coming (no pause of ``STALL_S``,
+    all of them within ``BODY_CAP_S``): a large entry is read at the store's pace, a
+    store that does not answer or stops sending is a StoreError. FileNotFoundError
+    when it is not there; Rejected when it is larger than a cache file may be."""
+    answered, done = threading.Event(), threading.Event()
+    box: dict[str, Any] = {"moved": time.monotonic()}
+
+    def run() -> None:
+        try:
+            box["data"] = _get(store(), name, answered, box)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+        answered.set()
+        done.set()
+
+    threading.Thread(target=run, name="exportlens-store", daemon=True).start()
+    if not answered.wait(max(bound_s, 0.0)):
+        raise StoreError(f"no answer within {bound_s:.1f} s")
+    started = time.monotonic()
+    while not done.wait(STALL_S / 4):
+        now = time.monotonic()
+        if now - box["moved"] > STALL_S or now - started > BODY_CAP_S:
+            raise StoreError(f"its bytes stopped coming ({box.get('read', 0)} of {box.get('size', '?')} read)")
+    if "error" in box:
+        raise box["error"]
+    data: bytes = box["data"]
+    return data
+
+
+def _get(store: Any, name: str, answered: threading.Event, box: dict[str, Any]) -> bytes:
     import obstore
 
     if store is None:
@@ -234,10 +267,16 @@ def _get(store: Any, name: str) -> bytes:
     size = result.meta.get("size")
     if isinstance(size, int) and size > MAX_OBJECT_BYTES:
         raise Rejected(f"{size} bytes, over the {MAX_OBJECT_BYTES} a cache file may have")
-    data = bytes(result.bytes())
-    if len(data) > MAX_OBJECT_BYTES:
-        raise Rejected(f"{len(data)} bytes, over the {MAX_OBJECT_BYTES} a cache file may have")
-    return data
+    box["size"], box["read"], box["moved"] = size, 0, time.monotonic()
+    answered.set()
+    chunks = []
+    for chunk in result.stream(min_chunk_size=256 << 10):
+        chunks.append(bytes(chunk))
+        box["read"] += len(chunks[-1])
+        box["moved"] = time.monotonic()
+        if box["read"] > MAX_OBJECT_BYTES:
+            raise Rejected(f"over the {MAX_OBJECT_BYTES} bytes a cache file may have")
+    return b"".join(chunks)
 
 
 def _put(store: Any, name: str, data: bytes) -> None:
@@ -262,7 +301,9 @@ def _open(url: str, purpose: str) -> Any:
         elif not os.path.isdir(folder):
             return None  # nothing written there yet: every object is missing (opened again next time)
         return LocalStore(folder)
-    options: dict[str, Any] = {"connect_timeout": "1s", "timeout": f"{int(LOOKUP_BOUND_S)}s"} if purpose == "read" else {"timeout": f"{int(WRITE_BOUND_S)}s"}
+    # Reads: a short connect timeout; the whole request may take as long as its bytes
+    # keep coming (``_read_object`` watches the answer and the pace).
+    options: dict[str, Any] = {"connect_timeout": "1s", "timeout": f"{int(BODY_CAP_S)}s"} if purpose == "read" else {"timeout": f"{int(WRITE_BOUND_S)}s"}
     kwargs: dict[str, Any] = {}
     if scheme in ("s3", "s3a"):
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")

@@ -254,3 +254,30 @@ def test_credentials_and_region_from_an_aws_profile(s3: s3server.S3Server, tmp_p
     assert store.put("ab/abcd.entry", b"bytes")
     assert store.get("ab/abcd.entry") == b"bytes"
     assert store.problem is None
+
+
+def test_a_large_entry_is_read_while_it_keeps_coming_and_a_stalled_one_fails(as_user: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is on the store's answer: an entry sent at a slow pace past the bound
+    is read, one whose bytes stop coming is a failure."""
+    as_user("dev")
+    body = bytes(range(256)) * 4096  # 1 MiB
+    paced, url = s3server.paced_server(body, pause_s=0.4, chunks=8)  # ~3 s in all, never 2 s silent
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        said: list[str] = []
+        store = RemoteStore(f"s3://{s3server.BUCKET}/x", warn=said.append)
+        assert store.get("ab/abcd.entry") == body
+        assert said == [] and store.available
+    finally:
+        paced.shutdown()  # type: ignore[attr-defined]
+    stalled, url = s3server.paced_server(body, pause_s=0.1, chunks=8, stop_after=2)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        said = []
+        store = RemoteStore(f"s3://{s3server.BUCKET}/x", warn=said.append)
+        started = time.monotonic()
+        assert store.get("ab/abcd.entry") is None
+        assert time.monotonic() - started < 2 * remote_module.STALL_S + 3.0
+        assert len(said) == 1 and "stopped coming" in said[0] and not store.available, said
+    finally:
+        stalled.shutdown()  # type: ignore[attr-defined]
