@@ -14,8 +14,10 @@ and with ``$EXPORTLENS_CACHE_SECRET`` set an object must end with a valid HMAC
 it as it decodes its own files. A store that fails -- no answer within the lookup's
 bound, refused credentials, an unknown bucket, a malformed URL -- is left alone for
 ``COOLDOWN_S`` (the rest of a ``check``, the editor for a while), and said once.
-Every call runs on a daemon thread the caller waits on at most its bound: no client
-setting (or lack of one) can make a lookup wait longer or keep a process alive.
+Every read runs on a daemon thread the caller waits on at most its bound for the
+store's answer, then while the bytes keep coming (``STALL_S``, ``BODY_CAP_S``): no
+client setting (or lack of one) can make a lookup wait longer on a store that does
+not answer, or keep a process alive.
 """
 
 from __future__ import annotations

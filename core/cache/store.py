@@ -161,8 +161,8 @@ def default_cache_dir() -> Path:
 class ResultCache:
     """The cache in ``directory`` (default: :func:`default_cache_dir`), at most
     about ``max_bytes`` on disk, with ``remote`` (``exportlens.core.cache.remote``) as
-    a second tier: a lookup reads the folder first, then the store (at most
-    ``LOOKUP_BOUND_S`` for all its reads), and keeps what the store served in the
+    a second tier: a lookup reads the folder first, then the store (waiting at most
+    ``LOOKUP_BOUND_S`` for its answers, all its reads together), and keeps what the store served in the
     folder; a store also uploads when the remote allows writing. Thread-safe; lookups
     never raise, stores never raise."""
 
