@@ -149,14 +149,16 @@ def source_bytes(request: ExportRequest) -> bytes:
 def _targets_setting(request: ExportRequest, places: Places) -> list[Any]:
     """The pyproject targets the job will use: the request's, else the nearest pyproject's."""
     if request.pyproject_targets:
-        return ["request", list(request.pyproject_targets)]
+        return ["request", [places.portable(t) for t in request.pyproject_targets]]
     pyproject = find_pyproject(request.path, request.root)
     if not pyproject:
         return ["none"]
     entries, problem = pyproject_targets(pyproject)
     # Its bytes too: a result may hold diagnostics located in pyproject.toml (a
     # misspelt target's entry, its parse error), at lines any edit of it moves.
-    return ["pyproject", places.portable(os.path.abspath(pyproject)), entries, problem, file_state(pyproject)]
+    # Entries and the problem name files by absolute path: written portable too.
+    entries = [places.portable(e) for e in entries]
+    return ["pyproject", places.portable(os.path.abspath(pyproject)), entries, problem and places.portable(problem), file_state(pyproject)]
 
 
 def first_key(request: ExportRequest, source: bytes) -> str:

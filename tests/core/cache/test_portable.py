@@ -4,8 +4,11 @@ project's folder and the environment's as tokens, put back by the reader."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from exportlens.core.cache.keys import first_key
 from exportlens.core.cache.portable import PREFIX, ROOT, Places
+from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import unpack
 from tests.core.serde.documents import pack, program_doc
@@ -54,3 +57,19 @@ def test_strings_inside_program_bytes_and_nested_fields_move_too() -> None:
     # A program with nothing to move keeps its bytes exactly.
     same = pack(program_doc())
     assert Places("/home/alice/proj").portable_plain({"program": same})["program"] is same
+
+
+def test_checkouts_at_other_paths_have_the_same_keys(tmp_path: Path) -> None:
+    """The first key of a file with pyproject targets (absolute entries once read), the
+    same in two checkouts; and another file's differs."""
+    keys = []
+    for where in ("a/proj", "b/deeper/proj"):
+        root = tmp_path / where
+        root.mkdir(parents=True)
+        (root / "pyproject.toml").write_text('[tool.exportlens]\ntargets = ["models.py:make"]\n')
+        (root / "models.py").write_text("def make():\n    return None\n")
+        request = ExportRequest(id=0, path=str(root / "models.py"), root=str(root), limits=Limits(30.0, 2048))
+        keys.append(first_key(request, b"def make():\n    return None\n"))
+        other = ExportRequest(id=0, path=str(root / "other.py"), root=str(root), limits=Limits(30.0, 2048))
+        keys.append(first_key(other, b"def make():\n    return None\n"))
+    assert keys[0] == keys[2] and keys[1] == keys[3] and keys[0] != keys[1]
