@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
 from exportlens.core.cache.keys import file_state
+from exportlens.core.cache.remote import RemoteStore, secret_from_env
 from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
@@ -62,6 +63,8 @@ class Overrides:
     strict: bool | None = None
     cache: bool = True  # False: neither read nor write the result cache
     cache_dir: str | None = None  # --cache-dir, or the editor's cacheDir
+    cache_url: str | None = None  # --cache-url, or the editor's cacheUrl; "" turns the shared cache off
+    cache_write: bool | None = None  # --cache-write (the editor: its cacheWrite, never pyproject's)
     lower: tuple[str, ...] | None = None  # --lower, or the editor's lower; () lowers nothing
     keep_lowered: tuple[str, ...] = ()  # --save-onnx, --save-pte: the formats whose lowered programs' bytes the results carry
     weights: str | None = None  # --weights, or the editor's weights: "auto" or "real"
@@ -91,12 +94,23 @@ def cache_dir_for(project: ProjectSettings, overrides: Overrides) -> Path:
     return default_cache_dir()  # the environment variable, else the XDG folder
 
 
+def cache_url_for(project: ProjectSettings, overrides: Overrides) -> str | None:
+    """The shared cache's URL, by priority: ``--cache-url`` or the editor's
+    ``cacheUrl`` (empty: none), then ``$EXPORTLENS_CACHE_URL``, then
+    ``[tool.exportlens] cache_url``; None when there is none."""
+    if overrides.cache_url is not None:
+        return overrides.cache_url or None
+    return os.environ.get("EXPORTLENS_CACHE_URL") or project.cache_url or None
+
+
 @dataclass(frozen=True)
 class Batch:
     """What ``Pipeline.run`` returns."""
 
     results: list[FileResult]  # one per file, sorted by path
     hits: int  # how many of them came from the cache
+    from_store: frozenset[str] = frozenset()  # the paths of those the shared cache served
+    cached: frozenset[str] = frozenset()  # the paths of all of them (the folder's and the store's)
 
 
 def _depending_on(result: FileResult, path: str) -> FileResult:
@@ -127,20 +141,34 @@ def _begins(listener: RunListener | None, paths: dict[int, str]) -> Callable[[Po
 
 
 class CacheFolders:
-    """One ``ResultCache`` per folder, so its per-request bookkeeping (a store only
-    keeps a result whose inputs did not change since the lookup) sees both halves.
-    Outlives a ``Pipeline``: the server makes a new one when the editor's settings change."""
+    """One ``ResultCache`` per folder and shared cache, so its per-request bookkeeping
+    (a store only keeps a result whose inputs did not change since the lookup) sees
+    both halves, and one ``RemoteStore`` per URL, so a store that failed is left
+    alone by every cache that uses it. Outlives a ``Pipeline``: the server makes a
+    new one when the editor's settings change."""
 
-    def __init__(self) -> None:
-        self._by_folder: dict[Path, ResultCache] = {}
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
+        self._by_folder: dict[tuple[Path, str | None, bool], ResultCache] = {}
+        self._remotes: dict[tuple[str, bool], RemoteStore] = {}
         self._lock = threading.Lock()  # the server asks from its event loop and its io thread
+        self.warn = warn
 
-    def get(self, folder: Path) -> ResultCache:
+    def get(self, folder: Path, url: str | None = None, write: bool = False, warn: Callable[[str], None] | None = None) -> ResultCache:
         with self._lock:
-            cache = self._by_folder.get(folder)
+            cache = self._by_folder.get((folder, url, write))
             if cache is None:
-                cache = self._by_folder[folder] = ResultCache(folder)
+                remote = None
+                if url is not None:
+                    remote = self._remotes.get((url, write))
+                    if remote is None:
+                        remote = self._remotes[(url, write)] = RemoteStore(url, write=write, secret=secret_from_env(), warn=self.warn or warn)
+                cache = self._by_folder[(folder, url, write)] = ResultCache(folder, remote=remote)
             return cache
+
+    def remotes(self) -> list[RemoteStore]:
+        """The shared caches in use, for the editor's status."""
+        with self._lock:
+            return list(self._remotes.values())
 
 
 class Pipeline:
@@ -190,22 +218,41 @@ class Pipeline:
         if not self.overrides.cache:
             return None
         try:
-            return self.caches.get(self.cache_dir(path))
+            project = settings_for(path)
+            url = cache_url_for(project, self.overrides)
+            write = bool(_first(self.overrides.cache_write, project.cache_write, False))
+            return self.caches.get(cache_dir_for(project, self.overrides), url, write, warn=self._warn)
         except Exception as e:  # noqa: BLE001 - no cache is slower, not broken (no home folder...)
             self._warn(f"the result cache is unavailable ({type(e).__name__}: {e}); exporting without it")
             return None
 
     def lookup(self, request: ExportRequest) -> FileResult | None:
         """The cached result of ``request``, or None: a miss, the cache off or failing."""
+        return self.find(request)[0]
+
+    def find(self, request: ExportRequest) -> tuple[FileResult | None, bool]:
+        """``lookup``, and whether the shared cache served the result."""
         cache = self.cache_for(request.path)
+        if cache is None:
+            return None, False
+        try:
+            result, remote = cache.find(request)
+        except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
+            self._warn(f"reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
+            return None, False
+        return (result, remote) if isinstance(result, FileResult) else (None, False)
+
+    def recorded_ms(self, path: str) -> float | None:
+        """The export time recorded with the cached result of the file ``path`` as it
+        is now (the folder, then the shared cache), or None when none is cached: what
+        ``check --shard`` balances by. Counts no hit and changes nothing."""
+        cache = self.cache_for(path)
         if cache is None:
             return None
         try:
-            result = cache.lookup(request)
-        except Exception as e:  # noqa: BLE001 - a cache that fails is a miss
-            self._warn(f"reading the cache failed ({type(e).__name__}: {e}); treating it as a miss")
+            return cache.recorded_ms(self.request(path, id=0))
+        except Exception:  # noqa: BLE001 - no recorded time is not an error
             return None
-        return result if isinstance(result, FileResult) else None
 
     def store(self, request: ExportRequest, result: FileResult) -> None:
         """Keep ``result`` for ``request`` (the cache decides whether it is worth keeping)."""
@@ -265,11 +312,16 @@ class Pipeline:
         ``check --watch`` keeps its workers warm between runs."""
         results: list[FileResult] = []
         misses: dict[str, ExportRequest] = {}
+        from_store: set[str] = set()
+        cached: set[str] = set()
         for i, path in enumerate(dict.fromkeys(paths)):  # one request per path: results are matched by path
             request = self.request(path, id=i)
-            hit = self.lookup(request)
+            hit, remote = self.find(request)
             if hit is not None:
                 results.append(hit)
+                cached.add(hit.path)
+                if remote:
+                    from_store.add(hit.path)
                 if listener is not None:
                     listener.file_done(hit, True)
             else:
@@ -294,7 +346,7 @@ class Pipeline:
                         listener.file_done(result, False)
         if compare:
             results = [self.compare(r) for r in results]
-        return Batch(sorted(results, key=lambda r: r.path), hits)
+        return Batch(sorted(results, key=lambda r: r.path), hits, frozenset(from_store), frozenset(cached))
 
     def clear(self, paths: list[str]) -> int:
         """Empty the cache folder of each file in ``paths`` (each folder once); the

@@ -140,6 +140,14 @@ _CACHE_DIR_HELP = "the result cache's folder (default: $EXPORTLENS_CACHE_DIR, el
 def _cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="export everything; neither read nor write the result cache")
     parser.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
+    parser.add_argument(
+        "--cache-url",
+        default=None,
+        metavar="URL",
+        help="a shared cache read after the folder: s3://bucket/prefix (endpoint and credentials as the AWS SDKs read them, $AWS_ENDPOINT_URL included), gs://, az:// or file:///folder; "
+        "'' for none (default: $EXPORTLENS_CACHE_URL, else pyproject's [tool.exportlens] cache_url)",
+    )
+    parser.add_argument("--cache-write", action="store_true", default=None, help="also upload each new result to the shared cache (default: pyproject's [tool.exportlens] cache_write, else only read it)")
 
 
 MAX_JOBS = 256  # worker processes for --jobs; each holds torch (hundreds of MB)
@@ -239,7 +247,7 @@ def run(argv: list[str]) -> int:
     if args.command in ("check", "snapshot", "show", "cache"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
-        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
         overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
         view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
@@ -259,7 +267,7 @@ def run(argv: list[str]) -> int:
         if not os.path.exists(args.file):
             print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
             return 2
-        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
         # A folder: the model files under it, found as ``check`` finds them.
         jobs = 1 if os.path.isfile(args.file) else None
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)
@@ -411,20 +419,32 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         extra = pipeline.vanished(paths, found.files) + found.declarations if plan is None or plan.shard.index == 1 else []
         results = sorted(without_declared(results, found.declarations) + extra, key=lambda r: r.path)
     elapsed = time.perf_counter() - started
-    return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan)
+    origins = {p: "store" if p in batch.from_store else "cache" for p in batch.cached}
+    return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins)
 
 
-def print_report(results: list[FileResult], *, fmt: str, view: View, signatures: bool, elapsed: float, cached: int, plan: Plan | None = None) -> int:
-    """``results`` in ``fmt`` on stdout (a shard's with what ``merge`` needs); the exit status."""
-    line = summary(results, elapsed, cached=cached)
+def print_report(
+    results: list[FileResult], *, fmt: str, view: View, signatures: bool, elapsed: float, cached: int, plan: Plan | None = None, origins: dict[str, str] | None = None
+) -> int:
+    """``results`` in ``fmt`` on stdout (a shard's with what ``merge`` needs); the exit
+    status. ``origins``: the path of each result that came from the cache ("cache") or
+    the shared store ("store")."""
+    origins = origins or {}
+    line = summary(results, elapsed, cached=cached, from_store=sum(o == "store" for o in origins.values()))
     if plan is not None:
         line += f" [shard {plan.shard}: {len(plan.files)} of {len(plan.keys)} model files]"
     if fmt == "json":
-        doc = to_json(results)
+        doc = to_json(results, origins=origins)
         if plan is not None:
             from exportlens.shard import pack_results
 
-            doc["shard"] = {**plan.block, "seconds": round(elapsed, 3), "cached": cached, "results": pack_results(results)}
+            doc["shard"] = {
+                **plan.block,
+                "seconds": round(elapsed, 3),
+                "cached": cached,
+                "results": pack_results(results),
+                "origins": [origins.get(r.path, "run") for r in results],
+            }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif fmt == "sarif":
         log = sarif.to_sarif(results, __version__)

@@ -128,35 +128,41 @@ def _check_set(reports: list[tuple[str, dict[str, Any]]]) -> None:
         raise Refused(f"shard{'s' * (len(missing) > 1)} {shards} missing: {_short(lost) if lost else 'no files'} would go unchecked")
 
 
-def merge(paths: list[str], cwd: str | None = None) -> tuple[list[FileResult], float, int]:
+def merge(paths: list[str], cwd: str | None = None) -> tuple[list[FileResult], float, int, dict[str, str]]:
     """The results of the reports at ``paths``, sorted as one run sorts them; the
-    slowest shard's seconds; how many files came from the cache."""
+    slowest shard's seconds; how many files came from the cache; where each result
+    came from ("cache" or "store"; absent: exported)."""
     from exportlens.shard import unpack_results
 
     reports = [(p, _load(p)) for p in paths]
     _check_set(reports)
     results: list[FileResult] = []
     seen: dict[str, str] = {}
+    origins: dict[str, str] = {}
     for path, doc in reports:
         try:
             shard_results = unpack_results(doc["shard"]["results"], cwd)
         except ValueError as e:
             raise Unusable(f"{path}: {e}") from e
-        for r in shard_results:
+        said = doc["shard"].get("origins")
+        said = said if isinstance(said, list) and len(said) == len(shard_results) else ["run"] * len(shard_results)
+        for r, origin in zip(shard_results, said, strict=True):
             if r.path in seen:
                 raise Refused(f"{seen[r.path]} and {path} both report {r.path}")
             seen[r.path] = path
+            if origin in ("cache", "store"):
+                origins[r.path] = origin
         results += shard_results
     seconds = max((float(doc["shard"].get("seconds") or 0) for _, doc in reports), default=0.0)
     cached = sum(int(doc["shard"].get("cached") or 0) for _, doc in reports)
-    return sorted(results, key=lambda r: r.path), seconds, cached
+    return sorted(results, key=lambda r: r.path), seconds, cached, origins
 
 
 def run(args: argparse.Namespace, view: View) -> int:
     from exportlens.cli import print_report
 
     try:
-        results, seconds, cached = merge(args.reports)
+        results, seconds, cached, origins = merge(args.reports)
     except Unusable as e:
         print(f"exportlens merge: {e}", file=sys.stderr)
         return 2
@@ -173,4 +179,4 @@ def run(args: argparse.Namespace, view: View) -> int:
             return 2
     if args.format == "concise":
         args.format, view.concise = "text", True
-    return print_report(results, fmt=args.format, view=view, signatures=not args.no_signatures, elapsed=seconds, cached=cached)
+    return print_report(results, fmt=args.format, view=view, signatures=not args.no_signatures, elapsed=seconds, cached=cached, origins=origins)

@@ -58,4 +58,4 @@ def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None, liste
             ).sorted()
         results.append(r)
     # Batch counts hits over every file it ran; the summary speaks of the shown ones.
-    return Batch(results, min(batch.hits, len(results)))
+    return Batch(results, min(batch.hits, len(results)), frozenset(p for p in batch.from_store if p in shown), frozenset(p for p in batch.cached if p in shown))

@@ -154,12 +154,17 @@ def lowering_json(lowering: Lowering) -> dict[str, Any]:
     return out
 
 
-def to_json(results: Iterable[FileResult], cwd: str | None = None) -> dict[str, Any]:
+def to_json(results: Iterable[FileResult], cwd: str | None = None, origins: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON report; ``origins``: path -> where its result came from, ``"cache"``
+    (this machine's folder) or ``"store"`` (the shared cache); any other file's was
+    made by this run (``"run"``)."""
+    origins = origins or {}
     return {
         "version": JSON_VERSION,
         "files": [
             {
                 "path": display_path(r.path, cwd),
+                "from": origins.get(r.path, "run"),
                 "diagnostics": [diagnostic_json(d) for d in r.diagnostics],
                 "targets": [target_json(t) for t in r.targets],
             }
@@ -278,7 +283,7 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
     return "\n".join(out)
 
 
-def summary(results: list[FileResult], seconds: float, cached: int = 0) -> str:
+def summary(results: list[FileResult], seconds: float, cached: int = 0, from_store: int = 0) -> str:
     targets = [t for r in results for t in r.targets]
     ok = sum(t.status == "ok" for t in targets)
     counts: dict[str, int] = {}
@@ -290,5 +295,5 @@ def summary(results: list[FileResult], seconds: float, cached: int = 0) -> str:
     return (
         f"Checked {len(results)} file{'s' * (len(results) != 1)}, {len(targets)} target{'s' * (len(targets) != 1)} "
         f"({ok} exported, {len(targets) - ok} failed): {diag} in {seconds:.1f} s"
-        + (f" ({cached} file{'s' * (cached != 1)} from the cache)" if cached else "")
+        + (f" ({cached} file{'s' * (cached != 1)} from the cache" + (f", {from_store} from the store)" if from_store else ")") if cached else "")
     )

@@ -98,7 +98,7 @@ class Session:
         # Looked at once it is watched and before "watching" is said: a save made on
         # reading that is the watcher's to report, not a late change of this round.
         late = {p for real, result in fresh.items() for p in changed_since(result, real)}
-        print(same + summary(every, time.perf_counter() - started, cached=batch.hits) + "; watching for changes (Ctrl-C to stop)")
+        print(same + summary(every, time.perf_counter() - started, cached=batch.hits, from_store=len(batch.from_store)) + "; watching for changes (Ctrl-C to stop)")
         sys.stdout.flush()
         if late:
             self.requeue(late)

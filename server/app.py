@@ -65,7 +65,9 @@ class ExportLensServer(LanguageServer):
         self.watcher: Watcher | None = None
         self.trust = TrustGate(warn=self.log_once)  # no code of a folder runs until it is trusted
         self._pipeline: Pipeline | None = None
-        self._cache_folders = CacheFolders()  # kept across settings changes: one cache per folder
+        # Kept across settings changes: one cache per folder, one shared cache per URL,
+        # whose trouble goes to the log (and the status), not to a message box.
+        self._cache_folders = CacheFolders(warn=self._log_any_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._said: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -153,6 +155,22 @@ class ExportLensServer(LanguageServer):
         if self._pipeline is None or self._pipeline.overrides != wanted:
             self._pipeline = Pipeline(wanted, warn=self._warn_any_thread, caches=self._cache_folders)
         return self._pipeline
+
+    def shared_caches(self) -> list[dict[str, Any]]:
+        """Each shared cache in use: its URL, whether it is used now and why not."""
+        return [remote.status() for remote in self._cache_folders.remotes()]
+
+    def _log_any_thread(self, message: str) -> None:
+        """``log_once`` from any thread (the io thread reads the shared cache)."""
+        message = f"exportlens: {message}"
+        loop = self._loop
+        if loop is None:
+            self.log_once(message)
+            return
+        try:
+            loop.call_soon_threadsafe(self.log_once, message)
+        except RuntimeError:
+            log.warning("%s", message)  # the loop is closed: the server is exiting
 
     def _warn_any_thread(self, message: str) -> None:
         """``show_once`` for the pipeline, which warns from the io thread too: pygls

@@ -4,7 +4,7 @@ Sources, later ones winning: the defaults below, ``initializationOptions`` (eith
 ``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
 (or ``workspace/configuration``) section ``exportlens``. Per project,
 ``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``,
-``lower``, ``weights`` and ``cache_dir`` unless the user set them explicitly in the editor: ``overrides``
+``lower``, ``weights``, ``cache_dir`` and ``cache_url`` unless the user set them explicitly in the editor: ``overrides``
 hands the explicit ones to ``exportlens.core.pipeline``, which resolves them in the
 same order as for the CLI's flags (override, then pyproject, then default).
 
@@ -61,6 +61,11 @@ class Settings:
     workers: int = 1  # warm worker processes; each holds torch (~400 MB)
     cache: bool = True
     cache_dir: str | None = None  # None: $EXPORTLENS_CACHE_DIR, pyproject's cache_dir, else the user cache
+    # The shared cache: None: $EXPORTLENS_CACHE_URL, else pyproject's cache_url; "": none.
+    cache_url: str | None = None
+    # Upload results to it: only when the user says so here (pyproject's cache_write is
+    # CI's; an editor's experiments never reach the team unless asked to).
+    cache_write: bool = False
     strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
     lower: tuple[str, ...] = DEFAULT_LOWER  # formats to lower each export to (["onnx"]); pyproject's unless set
     weights: str = DEFAULT_WEIGHTS  # "auto" (fake where values are not needed) or "real"; pyproject's unless set
@@ -86,6 +91,8 @@ def overrides(settings: Settings) -> Overrides:
         weights=explicit("weights"),
         cache=settings.cache,
         cache_dir=settings.cache_dir,
+        cache_url=settings.cache_url,
+        cache_write=settings.cache_write,
     )
 
 
@@ -124,6 +131,20 @@ def _folder(value: Any) -> str | None:
     return os.path.abspath(os.path.expanduser(value))
 
 
+def _url(value: Any) -> str:
+    """A shared cache's URL (``s3://bucket/prefix``...); "" for none."""
+    from exportlens.core.cache.remote import url_problem
+
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"expected a URL, got {value!r}")
+    problem = url_problem(value)
+    if problem is not None:
+        raise ValueError(problem.partition(": ")[2])
+    return value
+
+
 def _formats(value: Any) -> tuple[str, ...]:
     """``["onnx"]`` (or ``[]``: lower nothing, whatever pyproject says)."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -147,6 +168,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "workers": _number(1, 64, integer=True),
     "cache": _bool,
     "cache_dir": _folder,
+    "cache_url": _url,
+    "cache_write": _bool,
     "strict": _bool,
     "lower": _formats,
     "weights": _weights,

@@ -85,7 +85,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     watched = tuple(state.result.local_imports) if state.result is not None and server.watcher is not None else ()
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
     server.fresh.discard(uri)
-    result = None if fresh else await _lookup(server, pipeline, request)
+    result, from_store = (None, False) if fresh else await _lookup(server, pipeline, request)
     from_cache = result is not None
     log.debug("export %s #%d: %s", os.path.basename(state.path), generation, "cache hit" if from_cache else "cache miss")
     if result is None:
@@ -96,7 +96,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
         return  # a newer version (or a close) came in: this result is stale
     result = pipeline.compare(result)  # against the snapshot as it is now; never cached
-    state.result, state.from_cache, state.failure = result, from_cache, None
+    state.result, state.from_cache, state.from_store, state.failure = result, from_cache, from_store, None
     state.result_lines, state.result_version = split_lines(text), version
     state.index = state.hints = None
     # Watch what it read before the client sees the result: a change the user (or a
@@ -122,10 +122,11 @@ async def _recheck(server: Host, uri: str, state: DocumentState, result: FileRes
         server.scheduler.schedule(uri, delay=False)
 
 
-async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> FileResult | None:
+async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> tuple[FileResult | None, bool]:
     """The pipeline's lookup on the io thread: hashing the file and reading the cache
-    must not hold up the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.lookup, request)
+    (the shared one's reads are bounded, ``exportlens.core.cache.remote``) must not
+    hold up the event loop. Whether the shared cache served it, too."""
+    return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.find, request)
 
 
 async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:

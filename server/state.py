@@ -33,6 +33,7 @@ class DocumentState:
     result_id: str | None = None  # for pull diagnostics: changes with every publish
     published: list[Published] = field(default_factory=list)
     from_cache: bool = False
+    from_store: bool = False  # the shared cache served it (``from_cache`` too)
     # The hover index for ``result``, built off the hot path; None until built.
     index: Any = None
     hints: Any = None  # the inlay hints for ``result`` (features/hints.HintIndex), built with ``index``

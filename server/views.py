@@ -105,7 +105,7 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
         return None, False  # a model file of an untrusted folder is neither run nor looked up
     pipeline = server.pipeline
     request = pipeline.request(file, id=server.bridge.next_id(), overlays=await overlays.for_export(server, file))
-    found = None if fresh else await _lookup(server, pipeline, request)
+    found = None if fresh else (await _lookup(server, pipeline, request))[0]
     if found is not None:
         return found, False
     server.log_message(f"exportlens: {os.path.basename(file)} is not in the cache; exporting it to show what it does to an open module", types.MessageType.Log)

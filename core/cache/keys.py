@@ -27,6 +27,7 @@ import stat
 import sys
 from typing import Any, Callable, TypeVar
 
+from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.lowering import PACKAGES
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
@@ -40,7 +41,9 @@ T = TypeVar("T")
 # 3: a third kind of file, the tokens manifest (a result reused across comment edits).
 # 4: the second key has the state of the installed libraries the model imported.
 # 5: ... by content: each distribution's RECORD, each other library module's bytes.
-CACHE_FORMAT = 5
+# 6: no absolute path in keys or files (``exportlens.core.cache.portable``): results
+#    are shared between checkouts and machines.
+CACHE_FORMAT = 6
 
 # The state of a dependency that is not there (see ``file_state``).
 ABSENT = "absent"
@@ -124,8 +127,11 @@ def lowering_versions(formats: tuple[str, ...]) -> list[str]:
 
 
 def environment() -> list[Any]:
-    """Everything outside the request that a result depends on."""
-    return [CACHE_FORMAT, torch_version(), sys.version, sys.prefix, code_fingerprint()]
+    """Everything outside the request that a result depends on. Nothing of the
+    machine: not the interpreter's prefix (two checkouts' environments at other
+    paths are the same environment; the libraries a result imported are in the
+    second key by content, a module it found nowhere is looked for at lookup)."""
+    return [CACHE_FORMAT, torch_version(), sys.version, code_fingerprint()]
 
 
 def source_bytes(request: ExportRequest) -> bytes:
@@ -140,17 +146,19 @@ def source_bytes(request: ExportRequest) -> bytes:
         return f.read()
 
 
-def _targets_setting(request: ExportRequest) -> list[Any]:
+def _targets_setting(request: ExportRequest, places: Places) -> list[Any]:
     """The pyproject targets the job will use: the request's, else the nearest pyproject's."""
     if request.pyproject_targets:
-        return ["request", list(request.pyproject_targets)]
+        return ["request", [places.portable(t) for t in request.pyproject_targets]]
     pyproject = find_pyproject(request.path, request.root)
     if not pyproject:
         return ["none"]
     entries, problem = pyproject_targets(pyproject)
     # Its bytes too: a result may hold diagnostics located in pyproject.toml (a
     # misspelt target's entry, its parse error), at lines any edit of it moves.
-    return ["pyproject", pyproject, entries, problem, file_state(pyproject)]
+    # Entries and the problem name files by absolute path: written portable too.
+    entries = [places.portable(e) for e in entries]
+    return ["pyproject", places.portable(os.path.abspath(pyproject)), entries, problem and places.portable(problem), file_state(pyproject)]
 
 
 def first_key(request: ExportRequest, source: bytes) -> str:
@@ -165,14 +173,15 @@ def token_first_key(request: ExportRequest, tokens: str) -> str:
 
 
 def _first_key(request: ExportRequest, source: bytes) -> str:
+    # The path as the project sees it (relative to its root): the same in every checkout.
+    places = places_for(request.root)
     settings = [
-        os.path.abspath(request.path),
-        request.root,
+        places.portable(os.path.abspath(request.path)),
         request.limits.timeout_s,
         request.limits.memory_mb,
         request.strict_default,
         sorted(request.skip),
-        _targets_setting(request),
+        _targets_setting(request, places),
         environment(),
         # How weights are made; the size bound of fake tensors is a knob for tests.
         request.weights,
@@ -336,13 +345,19 @@ def overlay_text_state(text: str) -> str:
 
 
 def second_key(
-    key1: str, deps: list[str], states: list[str] | None = None, libraries: list[str] | None = None, library_states: list[str] | None = None
+    key1: str,
+    deps: list[str],
+    states: list[str] | None = None,
+    libraries: list[str] | None = None,
+    library_states: list[str] | None = None,
+    places: Places | None = None,
 ) -> str | None:
     """The entry's key: the first key plus each dependency's state (``file_state``) --
     ``states`` when given (what the export read), else the files' states now -- and
     each library unit's (``unit_state``) -- ``library_states`` when given (what the
     export ran), else as they are now; None when one cannot be read or a given state
-    is malformed (a miss)."""
+    is malformed (a miss). Paths are hashed as ``places`` writes them (portable)."""
+    name = places.portable if places is not None else str
     h = hashlib.sha256(key1.encode())
     if states is not None and len(states) != len(deps):
         return None
@@ -354,10 +369,10 @@ def second_key(
     for path, lib_state in zip(libraries, library_states, strict=True):
         if not lib_state:
             return None  # gone: its results cannot be told apart from another version's
-        h.update(b"\x00L" + path.encode("utf-8", errors="surrogatepass") + b"\x00" + lib_state.encode() + b"\x00")
+        h.update(b"\x00L" + name(path).encode("utf-8", errors="surrogatepass") + b"\x00" + lib_state.encode() + b"\x00")
     for i, dep in enumerate(deps):
         state = states[i] if states is not None else file_state(dep)
-        h.update(b"\x00" + dep.encode("utf-8", errors="surrogatepass") + b"\x00")
+        h.update(b"\x00" + name(dep).encode("utf-8", errors="surrogatepass") + b"\x00")
         if state == ABSENT:
             h.update(b"A")  # tagged: a digest and "absent" never hash alike
             continue

@@ -30,6 +30,11 @@ the stored result is served with every line moved to the new text
 (``exportlens.core.cache.remap``), and no export runs. A file (or a local module it imports) that can see its own source or
 line numbers gets no tokens manifest: only its exact bytes reuse a result.
 
+Nothing in a key or a file is of the machine (``exportlens.core.cache.portable``), so a
+``remote`` (``exportlens.core.cache.remote``) can share them: a lookup reads the folder,
+then the store (bounded), and keeps in the folder what the store served, checked as
+its own files are; a store uploads when the remote takes writes.
+
 Files are written to a temporary file in the same folder and renamed into place, so
 a reader sees a whole old file or a whole new one, and two writers of one key leave
 one valid entry. Each file carries a header (magic, format version, length, digest
@@ -71,9 +76,11 @@ from exportlens.core.cache.keys import (
     token_first_key,
 )
 from exportlens.core.cache.policy import cacheable, still_missing
+from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remap import FileMap, moved_modules, remap
+from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
 from exportlens.core.isolation.messages import ExportRequest
-from exportlens.core.model.plain import from_plain, pack
+from exportlens.core.model.plain import from_plain, pack, to_plain
 from exportlens.core.model.results import FileResult
 from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 
@@ -119,6 +126,26 @@ def _dependency_lists(manifest: dict[str, Any]) -> list[tuple[list[str], list[st
     return [(deps, libraries), *((i[0], i[1]) for i in older)]
 
 
+def _local_list(places: Places, paths: list[str]) -> list[str]:
+    """A stored list of portable paths as this side's paths (ValueError: one it cannot place)."""
+    return [places.local(p) for p in paths]
+
+
+def _object_name(key: str, kind: int) -> str:
+    """A cache file's name in the store: as in the folder (``ab/abcd....entry``)."""
+    return f"{key[:2]}/{key}{SUFFIX[kind]}"
+
+
+def _payload(key: str, kind: int, data: bytes) -> Any:
+    """The payload of a cache file's bytes, checked to be for ``key`` (CorruptEntry)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise CorruptEntry(f"over {MAX_FILE_BYTES} bytes")
+    payload = decode_file(kind, data)
+    if not isinstance(payload, dict) or payload.get("key") != key:
+        raise CorruptEntry("the payload is not for this key")
+    return payload
+
+
 def default_cache_dir() -> Path:
     """``$EXPORTLENS_CACHE_DIR``, else ``$XDG_CACHE_HOME/exportlens``, else ``~/.cache/exportlens``."""
     explicit = os.environ.get("EXPORTLENS_CACHE_DIR")
@@ -133,11 +160,18 @@ def default_cache_dir() -> Path:
 
 class ResultCache:
     """The cache in ``directory`` (default: :func:`default_cache_dir`), at most
-    about ``max_bytes`` on disk. Thread-safe; lookups never raise, stores never raise."""
+    about ``max_bytes`` on disk, with ``remote`` (``exportlens.core.cache.remote``) as
+    a second tier: a lookup reads the folder first, then the store (waiting at most
+    ``LOOKUP_BOUND_S`` for its answers, all its reads together), and keeps what the store served in the
+    folder; a store also uploads when the remote allows writing. Thread-safe; lookups
+    never raise, stores never raise."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES, remote: RemoteStore | None = None) -> None:
         self.directory = Path(directory).expanduser().absolute() if directory is not None else default_cache_dir()
         self.max_bytes = max_bytes
+        self.remote = remote
+        self.from_store = 0  # hits that read something from the store
+        self._tl = threading.local()  # this thread's lookup: its deadline, whether the store served it
         self.hits = 0
         self.misses = 0
         self.corrupt = 0  # misses because a file was unreadable
@@ -154,19 +188,46 @@ class ResultCache:
 
     def lookup(self, request: ExportRequest) -> FileResult | None:
         """The stored result for this request, or None (a miss)."""
+        return self.find(request)[0]
+
+    def find(self, request: ExportRequest) -> tuple[FileResult | None, bool]:
+        """The stored result for this request, or None (a miss), and whether the
+        store served it (some file of it was read from the store)."""
         started_ns = time.time_ns()
         try:
             source = source_bytes(request)
         except (OSError, UnicodeError):
             self._count(hit=False)
-            return None
+            return None, False
         with self._lock:
             if len(self._pending) > 4096:  # requests looked up but never stored
                 self._pending.clear()
             self._pending[request] = (hashlib.sha256(source).digest(), started_ns)
-        result = self._lookup(request, source)
+        result, remote = self._bounded_lookup(request, source)
         self._count(hit=result is not None)
-        return result
+        if result is not None and remote:
+            with self._lock:
+                self.from_store += 1
+        return result, remote and result is not None
+
+    def recorded_ms(self, request: ExportRequest) -> float | None:
+        """The export time recorded with the stored result of ``request`` (the folder,
+        then the store), or None when there is none: what ``check --shard`` balances
+        by. Neither counted as a hit or a miss nor remembered for a store."""
+        try:
+            source = source_bytes(request)
+        except (OSError, UnicodeError):
+            return None
+        result, _ = self._bounded_lookup(request, source)
+        return result.elapsed_ms if result is not None else None
+
+    def _bounded_lookup(self, request: ExportRequest, source: bytes) -> tuple[FileResult | None, bool]:
+        self._tl.deadline = time.monotonic() + LOOKUP_BOUND_S
+        self._tl.remote = False
+        try:
+            return self._lookup(request, source), bool(self._tl.remote)
+        finally:
+            self._tl.deadline = None
 
     def store(self, request: ExportRequest, result: FileResult) -> None:
         """Keep ``result`` for ``request``, unless it is not :func:`cacheable` or, when
@@ -259,55 +320,115 @@ class ResultCache:
     def _path(self, key: str, kind: int) -> Path:
         return self.directory / key[:2] / (key + SUFFIX[kind])
 
-    def _read(self, key: str, kind: int) -> Any | None:
+    def _read(self, key: str, kind: int, remote: bool = True) -> Any | None:
+        """The payload of a cache file: the folder's, else (``remote``) the store's."""
         path = self._path(key, kind)
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_FILE_BYTES + 1)
         except (FileNotFoundError, NotADirectoryError):
-            return None  # never stored (or no cache folder at all)
+            # never stored (or no cache folder at all)
+            return self._read_remote(key, kind) if remote else None
         except OSError as e:
             log.warning("cannot read cache file %s: %s", path, e)
             return None
         try:
-            if len(data) > MAX_FILE_BYTES:
-                raise CorruptEntry(f"over {MAX_FILE_BYTES} bytes")
-            payload = decode_file(kind, data)
-            if not isinstance(payload, dict) or payload.get("key") != key:
-                raise CorruptEntry("the payload is not for this key")
-            return payload
+            return _payload(key, kind, data)
         except CorruptEntry as e:
             self._corrupt(path, e)
             return None
 
-    def _corrupt(self, path: Path, why: BaseException) -> None:
+    def _read_remote(self, key: str, kind: int, keep: bool = True) -> Any | None:
+        """The payload of the store's file, read as hostile bytes (bounded, signed when
+        there is a secret, decoded as the folder's files are) within what is left of
+        the lookup's bound; kept in the folder (``keep``) when it checks out."""
+        if self.remote is None:
+            return None
+        deadline = getattr(self._tl, "deadline", None)
+        bound = LOOKUP_BOUND_S if deadline is None else deadline - time.monotonic()
+        name = _object_name(key, kind)
+        try:
+            data = self.remote.get(name, bound)
+            if data is None:
+                return None
+            if len(data) > MAX_FILE_BYTES:
+                raise CorruptEntry(f"over {MAX_FILE_BYTES} bytes")
+            payload = _payload(key, kind, data)
+        except (Rejected, CorruptEntry) as e:
+            with self._lock:
+                self.corrupt += 1
+            log.warning("ignoring %s/%s from the shared cache (%s)", self.remote.url, name, e)
+            return None
+        self._tl.remote = True
+        if keep:
+            try:
+                self._ensure_directory()
+                self._account(self._write(self._path(key, kind), data))
+            except OSError as e:
+                self._warn_store(e)
+        return payload
+
+    def _corrupt(self, path: Path | str, why: BaseException) -> None:
         with self._lock:
             self.corrupt += 1
         log.warning("ignoring unreadable cache file %s (%s); it will be rewritten", path, why)
 
     def _lookup(self, request: ExportRequest, source: bytes) -> FileResult | None:
         try:
+            places = places_for(request.root)
             key1 = first_key(request, source)
             manifest = self._read(key1, KIND_MANIFEST)
             if manifest is None:
                 return self._lookup_moved(request, source)
-            lists = _dependency_lists(manifest)
-            if isinstance(lists, str):
-                self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry(lists))
-                return None
-            # Each dependency's state once, whichever lists name it.
-            paths = list(dict.fromkeys(p for deps, _ in lists for p in deps))
-            now = dict(zip(paths, states_now(request, paths), strict=True))
-            for deps, libraries in lists:
-                key2 = second_key(key1, deps, [now[p] for p in deps], libraries=libraries)
-                result = self._entry(key2, request) if key2 is not None else None
-                if result is not None and key2 is not None:
-                    self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
-                    return result
+            result = self._from_manifest(request, key1, manifest, places)
+            if result is None and self.remote is not None and not self._tl.remote:
+                # The folder's manifest names none that holds here: the store's may
+                # name another list (another machine's export of the same text).
+                shared = self._read_remote(key1, KIND_MANIFEST, keep=False)
+                if shared is not None:
+                    result = self._from_manifest(request, key1, shared, places, merge=manifest)
+            if result is not None:
+                return result
             return self._lookup_moved(request, source)  # a local module may have changed in comments only
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
             log.warning("cache lookup of %s failed: %s", request.path, e)
             return None
+
+    def _from_manifest(self, request: ExportRequest, key1: str, manifest: dict[str, Any], places: Places, merge: dict[str, Any] | None = None) -> FileResult | None:
+        """The result of the first of the manifest's lists whose entry is there; with
+        ``merge`` (the folder's manifest, when this one came from the store), the list
+        that hit is added to the folder's."""
+        lists = _dependency_lists(manifest)
+        if isinstance(lists, str):
+            self._corrupt(self._path(key1, KIND_MANIFEST), CorruptEntry(lists))
+            return None
+        try:
+            lists = [(_local_list(places, deps), _local_list(places, libs)) for deps, libs in lists]
+        except ValueError as e:
+            log.debug("%s: the manifest names a folder this side has not (%s)", request.path, e)
+            return None
+        # Each dependency's state once, whichever lists name it.
+        paths = list(dict.fromkeys(p for deps, _ in lists for p in deps))
+        now = dict(zip(paths, states_now(request, paths), strict=True))
+        for deps, libraries in lists:
+            key2 = second_key(key1, deps, [now[p] for p in deps], libraries=libraries, places=places)
+            result = self._entry(key2, request) if key2 is not None else None
+            if result is not None and key2 is not None:
+                if merge is not None:
+                    self._write_manifest(key1, deps, libraries, places, merge)
+                self._touch(self._path(key1, KIND_MANIFEST), self._path(key2, KIND_ENTRY))
+                return result
+        return None
+
+    def _write_manifest(self, key1: str, deps: list[str], libraries: list[str], places: Places, kept: dict[str, Any] | None, share: bool = False) -> int:
+        """Write the manifest of ``key1`` with this list first, then the others
+        ``kept`` (the manifest there before) named; bytes written."""
+        portable = ([places.portable(p) for p in deps], [places.portable(p) for p in libraries])
+        lists = _dependency_lists(kept) if kept is not None else []
+        older = [[d, libs] for d, libs in lists if (d, libs) != portable] if not isinstance(lists, str) else []
+        data = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": portable[0], "libs": portable[1], "older": older[: MANIFEST_LISTS - 1]}))
+        self._ensure_directory()
+        return self._write(self._path(key1, KIND_MANIFEST), data, share=share)
 
     def _entry(self, key2: str, request: ExportRequest) -> FileResult | None:
         """The result stored under ``key2`` if it is ``request``'s and still holds;
@@ -315,14 +436,15 @@ class ResultCache:
         entry = self._read(key2, KIND_ENTRY)
         if entry is None:
             return None
+        places = places_for(request.root)
         try:
-            result = from_plain(FileResult, entry.get("result"))
+            result = from_plain(FileResult, places.local_plain(entry.get("result")))
         except Exception as e:  # noqa: BLE001 - any decoding failure is a miss
             self._corrupt(self._path(key2, KIND_ENTRY), e)
             return None
-        if result.path != request.path or not still_missing(result):
+        if places.portable(result.path) != places.portable(os.path.abspath(request.path)) or not still_missing(result):
             return None
-        return result
+        return replace(result, path=request.path)
 
     def _lookup_moved(self, request: ExportRequest, source: bytes) -> FileResult | None:
         """The result of a text with the same tokens (only comments or blank lines
@@ -341,6 +463,11 @@ class ResultCache:
         if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)) or libraries is None:
             self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
             return None
+        places = places_for(request.root)
+        try:
+            deps, libraries = _local_list(places, deps), _local_list(places, libraries)
+        except ValueError:
+            return None
         if any(path in deps for path, _ in request.overlays):
             return None  # a module it imports is unsaved in the editor: its lines are the buffer's, not a stored text's
         maps: list[FileMap] = []
@@ -356,9 +483,9 @@ class ResultCache:
                 return None
             maps += moved[0]
             now_states = moved[1]
-            key2 = second_key(key1, deps, states, libraries=libraries)
+            key2 = second_key(key1, deps, states, libraries=libraries, places=places)
         else:  # modules kept by their bytes alone (the export's states were not known)
-            key2 = second_key(key1, deps, libraries=libraries)
+            key2 = second_key(key1, deps, libraries=libraries, places=places)
         if not maps:
             return None  # the same bytes missed by their own key (a bad or evicted file): a miss
         stored = self._entry(key2, request) if key2 is not None else None
@@ -414,29 +541,49 @@ class ResultCache:
                 except OSError:
                     return  # gone already: the entry could never be hit
         key1 = first_key(request, source)
+        places = places_for(request.root)
         # The libraries' states as the export ran them: one upgraded since keys this
         # entry by its old state, which no lookup computes any more.
         libraries = list(result.libraries)
-        key2 = second_key(key1, deps, states, libraries=libraries, library_states=list(result.library_states))
+        key2 = second_key(key1, deps, states, libraries=libraries, library_states=list(result.library_states), places=places)
         if key2 is None:
             return
-        entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": result}))
-        # This result's list first, then the others the manifest named (another
-        # process may store between the read and the write: a list lost is a miss).
-        kept = self._read(key1, KIND_MANIFEST)
-        lists = _dependency_lists(kept) if kept is not None else []
-        older = [[d, libs] for d, libs in lists if (d, libs) != (deps, libraries)] if not isinstance(lists, str) else []
-        manifest = encode_file(KIND_MANIFEST, pack({"key": key1, "deps": deps, "libs": libraries, "older": older[: MANIFEST_LISTS - 1]}))
+        # Nothing of this machine in the file: its paths relative to the project and
+        # the environment, put back by whoever reads it (``exportlens.core.cache.portable``).
+        entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": places.portable_plain(to_plain(result))}))
         if len(entry) > MAX_FILE_BYTES:
             return
+        share = self._shares(request, source)
+        # This result's list first, then the others the manifest named (another
+        # process may store between the read and the write: a list lost is a miss);
+        # a writer of the store keeps the lists the store's manifest named too.
+        kept = self._read(key1, KIND_MANIFEST, remote=False)
+        if kept is None and share:
+            kept = self._read_remote(key1, KIND_MANIFEST, keep=False)
         self._ensure_directory()
         # The entry first: a manifest should not name an entry that is not there yet.
-        written = self._write(self._path(key2, KIND_ENTRY), entry)
-        written += self._write(self._path(key1, KIND_MANIFEST), manifest)
-        written += self._store_tokens(request, source, key1, deps, states, libraries)
+        written = self._write(self._path(key2, KIND_ENTRY), entry, share=share)
+        written += self._write_manifest(key1, deps, libraries, places, kept, share=share)
+        written += self._store_tokens(request, source, key1, deps, states, libraries, places, share)
         self._account(written)
 
-    def _store_tokens(self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str]) -> int:
+    def _shares(self, request: ExportRequest, source: bytes) -> bool:
+        """Whether this result goes to the store too: the store takes writes, and it
+        was made from the file as saved (never from an editor's unsaved text, of the
+        file or of a module it imports)."""
+        if self.remote is None or not self.remote.write or request.overlays:
+            return False
+        if request.source is None:
+            return True
+        try:
+            with open(request.path, "rb") as f:
+                return f.read() == source
+        except OSError:
+            return False
+
+    def _store_tokens(
+        self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str], places: Places, share: bool
+    ) -> int:
         """Write the tokens manifest when comment-only edits may reuse this result:
         neither the file nor a local module it ran spells a way to see its own
         source or line numbers. With the states the export saw, it also keeps each
@@ -460,11 +607,11 @@ class ResultCache:
                 return 0
             texts[i] = data
         key = token_first_key(request, tokens.key)
-        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": deps, "libs": libraries, "source": source}
+        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": [places.portable(p) for p in deps], "libs": [places.portable(p) for p in libraries], "source": source}
         if states is not None:
             payload.update(states=states, texts=texts)
         data = encode_file(KIND_TOKENS, pack(payload))
-        return self._write(self._path(key, KIND_TOKENS), data)
+        return self._write(self._path(key, KIND_TOKENS), data, share=share)
 
     def _ensure_directory(self) -> None:
         if not self.directory.is_dir():
@@ -477,9 +624,12 @@ class ResultCache:
         if not tag.exists():
             self._write(tag, _TAG.encode())
 
-    def _write(self, path: Path, data: bytes) -> int:
+    def _write(self, path: Path, data: bytes, share: bool = False) -> int:
+        """Write a file of the folder (and, ``share``, upload it under the same name)."""
         path.parent.mkdir(exist_ok=True, mode=FOLDER_MODE)
         write_atomic(path, data, prefix=_TEMP_PREFIX, mode=FILE_MODE)
+        if share and self.remote is not None:
+            self.remote.put(f"{path.parent.name}/{path.name}", data)
         return len(data)
 
     def _account(self, written: int) -> None:

@@ -56,6 +56,8 @@ class ProjectSettings:
     memory_mb: int | None = None
     strict: bool | None = None
     cache_dir: str | None = None  # absolute; a relative setting is relative to the pyproject
+    cache_url: str | None = None  # the shared cache (``s3://bucket/prefix``, ``file:///folder``...)
+    cache_write: bool | None = None  # ``check`` writes to the shared cache too
     targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
     lower: tuple[str, ...] | None = None  # formats to lower to (``lower = ["onnx"]``)
     weights: str | None = None  # "auto" or "real" (``weights = "real"``)
@@ -132,6 +134,8 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     memory, bad_memory = _limit(pyproject, section, "memory_mb", MEMORY_RANGE_MB, integer=True)
     strict = section.get("strict")
     cache_dir = section.get("cache_dir")
+    cache_url = section.get("cache_url")
+    cache_write = section.get("cache_write")
     lower, bad_lower = _lower(pyproject, section.get("lower"))
     weights, bad_weights = _weights(pyproject, section.get("weights"))
     targets: tuple[str, ...] = ()
@@ -145,6 +149,8 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         memory_mb=None if memory is None else int(memory),
         strict=strict if isinstance(strict, bool) else None,
         cache_dir=os.path.join(base, os.path.expanduser(cache_dir)) if isinstance(cache_dir, str) and cache_dir else None,
+        cache_url=cache_url if isinstance(cache_url, str) and cache_url else None,
+        cache_write=cache_write if isinstance(cache_write, bool) else None,
         targets=targets,
         lower=lower,
         weights=weights,

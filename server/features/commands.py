@@ -65,6 +65,8 @@ def effective_settings(server: Host) -> dict[str, Any]:
         "workers": s.workers,
         "cache": s.cache,
         "cache_dir": s.cache_dir,
+        "cache_url": s.cache_url,
+        "cache_write": s.cache_write,
         "strict": s.strict,
         "inlay_hints": s.inlay_hints,
         "diagnostics": {"disabled": sorted(s.diagnostics.disabled)},
@@ -76,8 +78,9 @@ def status(server: Host, uri: str) -> dict[str, Any]:
     state = server.documents.get(uri)
     workers = server.bridge.state.value
     settings = effective_settings(server)
+    stores = server.shared_caches()
     if state is None:
-        return {"state": "idle", "errors": 0, "targets": [], "version": None, "cached": False, "workers": workers, "settings": settings}
+        return {"state": "idle", "errors": 0, "targets": [], "version": None, "cached": False, "from_store": False, "workers": workers, "settings": settings, "store": stores}
     result = state.result
     errors = sum(d.severity == "error" for d in result.diagnostics) if result else 0
     if server.scheduler.busy(uri) and (state.declares or state.view or declares_targets(state.path, server.workspace.get_text_document(uri).source)):
@@ -92,8 +95,10 @@ def status(server: Host, uri: str) -> dict[str, Any]:
         "targets": state.targets,
         "version": state.result_version,
         "cached": state.from_cache,
+        "from_store": state.from_store,
         "workers": workers,
         "settings": settings,
+        "store": stores,
     }
 
 

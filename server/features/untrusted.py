@@ -50,7 +50,7 @@ def hold(server: Host, state: DocumentState) -> None:
     text, version = document.source, document.version
     folder = server.trust.folder_of(state.path)
     had = state.result is not None or bool(state.published)
-    state.result, state.index, state.hints, state.from_cache, state.view = None, None, None, False, False
+    state.result, state.index, state.hints, state.from_cache, state.from_store, state.view = None, None, None, False, False, False
     state.result_lines, state.result_version = split_lines(text), version
     if state.pyproject or not declares_targets(state.path, text):
         state.declares, state.notice = False, None

@@ -14,7 +14,9 @@ MODELS = ("data_dependent.py", "errors.py", "dynamic_shapes.py", "multi_targets.
 
 
 def _without_times(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files without their export times and where the result came from (the cache or this run)."""
     for f in doc["files"]:
+        f.pop("from")
         for t in f["targets"]:
             t.pop("export_ms")
     return doc["files"]

@@ -55,7 +55,8 @@ def test_json_document_shape(report: tuple[int, dict[str, Any]]) -> None:
     assert doc["version"] == 1
     severities = {"error", "warning", "information", "hint"}
     for f in doc["files"]:
-        assert set(f) == {"path", "diagnostics", "targets"}
+        assert set(f) == {"path", "from", "diagnostics", "targets"}
+        assert f["from"] in ("run", "cache", "store")
         for d in f["diagnostics"]:
             assert {"code", "severity", "line", "column", "end_line", "end_column", "message", "target"} <= set(d)
             assert d["severity"] in severities and d["message"]

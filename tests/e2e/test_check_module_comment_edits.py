@@ -28,7 +28,9 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _without_times(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files without their export times and where the result came from (the cache or this run)."""
     for f in doc["files"]:
+        f.pop("from")
         for t in f["targets"]:
             t.pop("export_ms")
     return doc["files"]

@@ -29,7 +29,7 @@
 --- })
 --- ```
 --- Settings (section `exportlens`, snake_case or camelCase): `debounceMs`, `timeoutS`,
---- `memoryMb`, `workers`, `cache`, `cacheDir`, `strict`, `lower` (`{ 'onnx' }`, `{ 'executorch' }`), `weights` (`'auto'`, `'real'`), `inlayHints`, `diagnostics`
+--- `memoryMb`, `workers`, `cache`, `cacheDir`, `cacheUrl` (the shared cache), `cacheWrite`, `strict`, `lower` (`{ 'onnx' }`, `{ 'executorch' }`), `weights` (`'auto'`, `'real'`), `inlayHints`, `diagnostics`
 --- (a map of code to false, or a list of codes to hide). `timeoutS`, `memoryMb`, `strict`, `lower`, `weights` set here
 --- override `[tool.exportlens]` in pyproject.toml, so leave them unset to use the project's.
 --- `inlayHints = false` turns the dtype/shape inlay hints off (in the server and in the

@@ -52,6 +52,8 @@ export interface ServerSettings {
     memoryMb: number | null;
     workers: number | null;
     cacheDir: string | null; // null also when set to null/"" (the server's default folder)
+    cacheUrl: string | null; // the shared cache (s3://bucket/prefix...); "" none; null: $EXPORTLENS_CACHE_URL or pyproject's
+    cacheWrite: boolean | null; // upload results to the shared cache (the editor's own choice, never pyproject's)
     cache: boolean | null;
     strict: boolean | null;
     lower: string[] | null; // [] lowers nothing, whatever pyproject says
@@ -67,6 +69,8 @@ export const SERVER_DEFAULTS = {
     memoryMb: 8192,
     workers: 1,
     cacheDir: null,
+    cacheUrl: null,
+    cacheWrite: false,
     cache: true,
     strict: false,
     lower: [],
@@ -124,7 +128,7 @@ function numberSetting(key: keyof typeof NUMBER_RULES, value: unknown, problems:
     return null;
 }
 
-function booleanSetting(key: 'cache' | 'strict' | 'inlayHints', value: unknown, problems: string[]): boolean | null {
+function booleanSetting(key: 'cache' | 'cacheWrite' | 'strict' | 'inlayHints', value: unknown, problems: string[]): boolean | null {
     if (typeof value === 'boolean') {
         return value;
     }
@@ -153,6 +157,14 @@ function weightsSetting(value: unknown, problems: string[]): string | null {
         `exportlens.weights: expected ${WEIGHTS_CHOICES.map((w) => JSON.stringify(w)).join(' or ')}, got ${JSON.stringify(value)}; ` +
             `using the project's [tool.exportlens] weights, else "auto"`,
     );
+    return null;
+}
+
+function cacheUrlSetting(value: unknown, problems: string[]): string | null {
+    if (typeof value === 'string' && (value === '' || /^(s3|s3a|gs|az|azure|abfs|abfss|file):\/\/./.test(value))) {
+        return value;
+    }
+    problems.push(`exportlens.cacheUrl: expected s3://, gs://, az:// or file:// followed by a bucket or folder, or "", got ${JSON.stringify(value)}; using the default`);
     return null;
 }
 
@@ -215,6 +227,8 @@ export function toServerSettings(read: SettingReader): MappedSettings {
         memoryMb: pick('memoryMb', (v) => numberSetting('memoryMb', v, problems)),
         workers: pick('workers', (v) => numberSetting('workers', v, problems)),
         cacheDir: pick('cacheDir', (v) => cacheDirSetting(v, problems)),
+        cacheUrl: pick('cacheUrl', (v) => cacheUrlSetting(v, problems)),
+        cacheWrite: pick('cacheWrite', (v) => booleanSetting('cacheWrite', v, problems)),
         cache: pick('cache', (v) => booleanSetting('cache', v, problems)),
         strict: pick('strict', (v) => booleanSetting('strict', v, problems)),
         lower: pick('lower', (v) => lowerSetting(v, problems)),

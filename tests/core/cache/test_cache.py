@@ -33,6 +33,7 @@ from exportlens.core.cache.files import (
 )
 from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
+from exportlens.core.cache.portable import places_for
 from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.plain import pack
@@ -532,7 +533,7 @@ def test_eviction_removes_least_recently_used_first(project: Project, tmp_path: 
     # Distinct, old mtimes in store order: key 0 is the oldest...
     for i, r in enumerate(requests):
         key1 = cachekey.first_key(r, cachekey.source_bytes(r))
-        key2 = cachekey.second_key(key1, [str(project.helpers)])
+        key2 = cachekey.second_key(key1, [str(project.helpers)], places=places_for(r.root))
         assert key2 is not None
         tokens = seed._path(cachekey.token_first_key(r, token_key(cachekey.source_bytes(r)) or ""), KIND_TOKENS)
         for path in (seed._path(key1, KIND_MANIFEST), seed._path(key2, KIND_ENTRY), tokens):
@@ -590,8 +591,11 @@ def test_importing_the_cache_does_not_import_torch() -> None:
 
 
 def test_entries_are_wire_encoded_results(project: Project, cache: ResultCache) -> None:
-    # The same bytes the worker sends: a reader of the cache needs only ``wire``.
+    # The bytes the worker sends, with the project's folder written as a token: a
+    # reader of the cache needs only ``wire`` and its own root.
     cache.store(project.request(), project.result())
     (path,) = _files(cache.directory, ".entry")
     plain = msgpack.unpackb(path.read_bytes()[HEADER.size :], raw=False)
-    assert pack(plain["result"]) == pack(project.result())
+    assert pack(places_for(str(project.root)).local_plain(plain["result"])) == pack(project.result())
+    for stored in _files(cache.directory, ""):  # nothing of this machine in any file
+        assert str(project.root).encode() not in stored.read_bytes(), stored.name

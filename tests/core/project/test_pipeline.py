@@ -4,6 +4,7 @@ batch ``run`` that starts workers only for misses. No torch: the pool is a fake.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -13,7 +14,7 @@ import pytest
 from exportlens.core.isolation import pool as pool_module
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult
-from exportlens.core.pipeline import Overrides, Pipeline, cache_dir_for, limits_for
+from exportlens.core.pipeline import Overrides, Pipeline, cache_dir_for, cache_url_for, limits_for
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, ProjectSettings
 
 # (override, pyproject, expected) for each of timeout, memory and strict.
@@ -129,13 +130,62 @@ def test_a_failing_cache_is_a_miss_and_one_warning(project: Path) -> None:
     heard: list[str] = []
     pipeline = Pipeline(warn=heard.append)
 
-    def broken(folder: Path) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
         raise PermissionError("no access")
 
     pipeline.caches.get = broken  # type: ignore[assignment,method-assign]
     request = pipeline.request(str(project / "a.py"), id=1)
     assert pipeline.lookup(request) is None
     assert heard == ["the result cache is unavailable (PermissionError: no access); exporting without it"]
+
+
+@pytest.mark.parametrize(
+    "override, env, project, expected",
+    [
+        (None, None, None, None),
+        (None, None, "s3://team/p", "s3://team/p"),
+        (None, "gs://env/p", "s3://team/p", "gs://env/p"),
+        ("file:///flag", "gs://env/p", "s3://team/p", "file:///flag"),
+        ("", "gs://env/p", "s3://team/p", None),  # --cache-url '' (or the editor's ""): none
+    ],
+)
+def test_shared_cache_url_priority(monkeypatch: pytest.MonkeyPatch, override: str | None, env: str | None, project: str | None, expected: str | None) -> None:
+    if env is None:
+        monkeypatch.delenv("EXPORTLENS_CACHE_URL", raising=False)
+    else:
+        monkeypatch.setenv("EXPORTLENS_CACHE_URL", env)
+    assert cache_url_for(ProjectSettings(cache_url=project), Overrides(cache_url=override)) == expected
+
+
+def test_pyproject_names_the_shared_cache_and_whether_check_writes_it(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EXPORTLENS_CACHE_URL", raising=False)
+    shared = (tmp_path / "shared").as_uri()
+    (project / "pyproject.toml").write_text(f'[tool.exportlens]\ncache_dir = ".exportlens-cache"\ncache_url = "{shared}"\ncache_write = true\n')
+    path = str(project / "a.py")
+    writer = Pipeline().cache_for(path)
+    assert writer is not None and writer.remote is not None and writer.remote.url == shared and writer.remote.write
+    reader = Pipeline(Overrides(cache_write=False)).cache_for(path)  # the editor: its own setting, never pyproject's
+    assert reader is not None and reader.remote is not None and not reader.remote.write
+
+
+def test_recorded_export_time_from_the_folder_or_the_store(project: Path, tmp_path: Path) -> None:
+    """What ``check --shard`` balances by: the time stored with a file's result, found
+    from another checkout through the shared cache; none once the file changed."""
+    shared = (tmp_path / "shared").as_uri()
+    path = str(project / "a.py")
+    writer = Pipeline(Overrides(cache_url=shared, cache_write=True))
+    assert writer.recorded_ms(path) is None
+    writer.store(writer.request(path, id=1), FileResult(path, elapsed_ms=1234.5))
+    assert writer.recorded_ms(path) == 1234.5
+    other = tmp_path / "elsewhere" / "proj"
+    other.parent.mkdir()
+    shutil.copytree(project, other, ignore=shutil.ignore_patterns(".exportlens-cache"))
+    reader = Pipeline(Overrides(cache_url=shared))
+    assert reader.recorded_ms(str(other / "a.py")) == 1234.5
+    cache = reader.cache_for(str(other / "a.py"))
+    assert cache is not None and cache.hits == cache.misses == 0  # not counted as a lookup
+    (other / "a.py").write_text("example_args = (9,)\n")
+    assert reader.recorded_ms(str(other / "a.py")) is None
 
 
 @dataclass

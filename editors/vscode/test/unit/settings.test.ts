@@ -24,6 +24,8 @@ const ALL_NULL: ServerSettings = {
     memoryMb: null,
     workers: null,
     cacheDir: null,
+    cacheUrl: null,
+    cacheWrite: null,
     cache: null,
     strict: null,
     lower: null,
@@ -52,6 +54,8 @@ test('every setting is carried under its camelCase key', () => {
             memoryMb: 1024,
             workers: 2,
             cacheDir: '/tmp/exportlens-cache',
+            cacheUrl: 's3://team-bucket/exportlens',
+            cacheWrite: true,
             cache: false,
             strict: true,
             lower: ['onnx'],
@@ -67,6 +71,8 @@ test('every setting is carried under its camelCase key', () => {
         memoryMb: 1024,
         workers: 2,
         cacheDir: '/tmp/exportlens-cache',
+        cacheUrl: 's3://team-bucket/exportlens',
+        cacheWrite: true,
         cache: false,
         strict: true,
         lower: ['onnx'],
@@ -97,7 +103,7 @@ test('unknown codes and non-boolean switches are dropped with one message each',
 
 test('bad values fall back to the server default (null) and say which setting and why', () => {
     const { settings, problems } = toServerSettings(
-        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], weights: 'fake', cacheDir: 42, diagnostics: 7, inlayHints: 'off' }),
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], weights: 'fake', cacheDir: 42, cacheUrl: 'http://x', cacheWrite: 'yes', diagnostics: 7, inlayHints: 'off' }),
     );
     assert.deepEqual(settings, ALL_NULL);
     const named = problems.map((p) => p.split(':')[0]);
@@ -107,6 +113,8 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.memoryMb',
         'exportlens.workers',
         'exportlens.cacheDir',
+        'exportlens.cacheUrl',
+        'exportlens.cacheWrite',
         'exportlens.cache',
         'exportlens.strict',
         'exportlens.lower',
@@ -115,8 +123,14 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.inlayHints',
     ]);
     assert.match(problems[0], /using the default 300/);
-    assert.match(problems[8], /exportlens\.weights: expected "auto" or "real", got "fake"/);
-    assert.match(problems[10], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
+    assert.match(problems[10], /exportlens\.weights: expected "auto" or "real", got "fake"/);
+    assert.match(problems[12], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
+});
+
+test('cacheUrl "" turns the shared cache off (it reaches the server); null leaves it to $EXPORTLENS_CACHE_URL or pyproject', () => {
+    assert.equal(toServerSettings(reader({ cacheUrl: '' })).settings.cacheUrl, '');
+    assert.equal(toServerSettings(reader({ cacheUrl: null })).settings.cacheUrl, null);
+    assert.equal(toServerSettings(reader({ cacheUrl: 'file:///mnt/team/exportlens' })).settings.cacheUrl, 'file:///mnt/team/exportlens');
 });
 
 test('cacheDir set to "" or null means the server default folder', () => {
