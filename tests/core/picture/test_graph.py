@@ -4,7 +4,7 @@ For every ExportDB example torch exports, the bundled examples of the module-glo
 form and the tiny transformer of ``bench/models``: torch's ``ExportedProgram`` goes
 through ``PytorchExportedProgramAdapterImpl`` (the ``ai-edge-model-explorer`` wheel,
 pinned in the ``graph`` extra), the same program's bytes through
-:func:`exportlens.core.serde.explorer.picture` (torch-free); node ids, labels,
+:func:`exportlens.core.picture.graph.picture` (torch-free); node ids, labels,
 namespaces and edges must be equal. exportlens's own attributes are checked against
 the live graph: each node's ``source`` is the deepest frame of its ``stack_trace`` in
 the file, each placeholder's ``input`` the signature's kind and target, and the
@@ -26,8 +26,8 @@ import torch
 
 from exportlens import program as P
 from exportlens.core.model.results import Diagnostic, TargetResult
+from exportlens.core.picture.graph import picture
 from exportlens.core.serde.codec import SchemaError
-from exportlens.core.serde.explorer import picture
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.slow
