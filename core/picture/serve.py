@@ -92,6 +92,11 @@ class PageServer:
                 del self._pages[old]
         return f"http://127.0.0.1:{self.port}/{self.token}/{number}/"
 
+    def page(self, number: int) -> Page | None:
+        """The page served as ``number``, while it is kept."""
+        with self._lock:
+            return self._pages.get(number)
+
     def _page(self, handler: BaseHTTPRequestHandler) -> tuple[int, Page, str | None] | None:
         """The page a path names and the rest of the path (None: the folder without its
         slash), or None for a path with no page or the wrong token."""
