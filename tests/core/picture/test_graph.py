@@ -180,6 +180,22 @@ def test_shapes_mutations_and_diagnostics_on_the_nodes() -> None:
     assert pic.sources[written].line == line
 
 
+def test_executorch_portable_fallback_is_its_own_overlay() -> None:
+    """``lowering/executorch-not-delegated`` (information) at a line marks its nodes
+    "portable", not "information": the XNNPACK-vs-portable split on the picture."""
+    ep, path = _module_file(EXAMPLES / "clean.py")
+    lines = Path(path).read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "return self.fc2(" in text)
+    fallback = Diagnostic("lowering/executorch-not-delegated", "runs on portable kernels: aten.relu", line)
+    pic = picture(_target(ep, "TinyMLP"), path=path, diagnostics=[fallback])
+    marked = {n for n, r in pic.node_data["results"].items() if r["value"] == "portable"}
+    made = {n["id"] for n in pic.graphs["graphs"][0]["nodes"] if n["label"] in ("aten.linear", "aten.relu")}
+    assert len(made) == 3 and marked == made, (marked, made)
+    # A diagnostic of another target is not this one's.
+    other = Diagnostic("lowering/executorch-not-delegated", "x", line, target="Other")
+    assert picture(_target(ep, "TinyMLP"), path=path, diagnostics=[other]).node_data["results"] == {}
+
+
 def test_a_target_without_program_or_with_bad_bytes_is_a_schema_error() -> None:
     with pytest.raises(SchemaError):
         picture(TargetResult("X", 1, "error"), path="x.py")
