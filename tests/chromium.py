@@ -59,6 +59,10 @@ class Browser:
                 "--disable-component-update",
                 "--disable-sync",
                 "--metrics-recording-only",
+                # Frames of other origins in the page's own process: their DOM is then
+                # reachable from the page's target (Page.getFrameTree, isolated worlds).
+                "--disable-site-isolation-trials",
+                "--disable-features=IsolateOrigins,site-per-process",
                 f"--window-size={width},{height}",
                 f"--user-data-dir={self.profile}",
                 "--remote-debugging-port=0",
@@ -114,15 +118,26 @@ class Browser:
     def go(self, url: str) -> None:
         self.call("Page.navigate", url=url)
 
-    def js(self, expression: str) -> Any:
-        found = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    def js(self, expression: str, context: int | None = None) -> Any:
+        """``expression``'s value in the page (or in the execution ``context``, as
+        :meth:`frame_context` gives: a frame's DOM, not its script's globals)."""
+        extra = {"contextId": context} if context is not None else {}
+        found = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True, **extra)
         if "exceptionDetails" in found:
             raise RuntimeError(f"{expression[:80]}: {found['exceptionDetails']}")
         return found["result"].get("value")
 
-    def text(self) -> str:
+    def text(self, context: int | None = None) -> str:
         """The page's visible text ("" before it has a body)."""
-        return str(self.js("(document.body && document.body.innerText) || ''"))
+        return str(self.js("(document.body && document.body.innerText) || ''", context))
+
+    def frame_context(self) -> int | None:
+        """An execution context in the page's first frame (an ``<iframe>``), once it has one."""
+        children = self.call("Page.getFrameTree")["frameTree"].get("childFrames") or []
+        if not children:
+            return None
+        world = self.call("Page.createIsolatedWorld", frameId=children[0]["frame"]["id"], worldName="exportlens-test")
+        return int(world["executionContextId"])
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = 90) -> Any:
         deadline = time.monotonic() + timeout

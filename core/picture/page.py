@@ -17,10 +17,10 @@ served as it is, with three changes made as it is served:
   (``/api/v1/get_extensions``, ``load_graphs_json``, ``load_node_data``, the version
   check and its event stream) from the files beside the page (``exportlens/``), adds
   the ``data=`` parameter that names the models (so the app opens the graph, not its
-  model-selection page), draws the overlay's legend, and reports a selected node:
-  to the window that embeds the page (Model Explorer itself posts
-  ``model-explorer-node-selected`` to ``window.parent``) and, when the page is served
-  by the language server, to its ``exportlens/open`` address.
+  model-selection page), draws the overlay's legend, and reports a selected node
+  (Model Explorer posts ``model-explorer-node-selected`` to ``window.parent``): to
+  the window that embeds the page, if any (an editor's webview), and, when the page
+  is served by the language server, to its ``exportlens/open`` address.
 """
 
 from __future__ import annotations
@@ -102,8 +102,18 @@ _SHIM = r"""
   };
   // The app's live-reload stream, for Model Explorer's own server only.
   window.EventSource = function () { return {addEventListener: function () {}, close: function () {}}; };
+  // Model Explorer posts what happens (ready, a node selected) to window.parent. In a
+  // frame (an editor's webview) that is the embedder, out of this script's sight: the
+  // page becomes its own parent (``parent`` is replaceable) and this script forwards.
+  var outer = window.parent !== window ? window.parent : null;
+  if (outer) {
+    try { window.parent = window; } catch (e) {}
+  }
   window.addEventListener("message", function (event) {
     var msg = event.data || {};
+    if (outer && event.source === window && typeof msg.cmd === "string" && msg.cmd.indexOf("model-explorer-") === 0) {
+      outer.postMessage(msg, "*");
+    }
     if (msg.cmd !== "model-explorer-node-selected" || !msg.nodeId) return;
     var graph = (new URLSearchParams(location.search).get("data") || "");
     var model = 0;

@@ -95,6 +95,73 @@ async def test_a_node_selected_in_the_page_shows_its_line(tmp_path: Path) -> Non
         assert len(client.shown_documents) == 1
 
 
+def _select_in_frame(url: str, label: str) -> list[Any]:
+    """The page inside an ``<iframe>`` of a page of another origin (another loopback
+    port), as an editor's webview embeds it: select a node labelled ``label`` there;
+    the messages the embedder received."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from tests.chromium import Browser
+
+    outer = (
+        "<html><body style='margin:0'><script>window.got = [];"
+        " addEventListener('message', e => window.got.push(e.data));</script>"
+        f"<iframe src='{url}' style='width:1260px;height:780px;border:0'></iframe></body></html>"
+    ).encode()
+
+    class Embedder(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(outer)))
+            self.end_headers()
+            self.wfile.write(outer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Embedder)
+    Thread(target=httpd.serve_forever, daemon=True).start()
+    with Browser() as b:
+        b.go(f"http://127.0.0.1:{httpd.server_address[1]}/")
+        # A context in the frame lasts as long as its document, and an isolated world as
+        # long as the frame keeps it: one anew for each question.
+        def in_frame(expression: str) -> Any:
+            return b.js(expression, b.frame_context())
+
+        b.wait("the graph view in the frame", lambda: b.frame_context() is not None and "op node count" in in_frame("(document.body && document.body.innerText) || ''"))
+        in_frame(
+            "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
+            f" i.value = {label!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
+        )
+        b.wait("search results", lambda: in_frame(f"Array.from(document.querySelectorAll('div.label > span.node-label')).some(e => e.textContent.trim() === {label!r})"))
+        in_frame(
+            f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
+            ".dispatchEvent(new MouseEvent('click', {bubbles: true, altKey: true}))"
+        )
+        told = list(b.wait("the embedder told of the node", lambda: [m for m in b.js("window.got") if m.get("cmd") == "model-explorer-node-selected"]))
+    httpd.shutdown()
+    httpd.server_close()
+    return told
+
+
+async def test_the_page_in_a_frame_tells_its_embedder_and_the_server(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'proj'\n")
+    shutil.copy(EXAMPLES / "input_mutation.py", root / "model.py")
+    async with running_server("neovim", root, {"cache": False}) as (client, _init):
+        doc = Doc(client, root / "model.py")
+        doc.open()
+        await client.diagnostics_for(doc.uri, 1)
+        page = await client.command("exportlens.graph", {"uri": doc.uri, "page": True})
+        told = await asyncio.to_thread(_select_in_frame, page["url"], "aten.mul")
+        assert told[0]["nodeId"] in {"mul", "mul_1", "mul_2"}
+        shown = await client.until(lambda: list(client.shown_documents), "window/showDocument")
+        assert shown[0].uri == doc.uri
+
+
 async def test_page_refuses_a_document_without_a_graph(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     root.mkdir()
