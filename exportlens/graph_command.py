@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 import webbrowser
 
@@ -101,18 +100,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     page = Page(found)
     try:
-        if args.open and args.output is None:
-            folder = tempfile.mkdtemp(prefix="exportlens-graph-")
-        else:
+        page.index_html()  # Model Explorer installed?
+        if not args.open or args.output is not None:
             folder = args.output or "exportlens-graph"
-        count = write(page, folder)
+            count = write(page, folder)
+            print(f"exportlens graph: wrote {count} files to {folder} (serve the folder over http: python -m http.server -d {folder})", file=sys.stderr)
     except WebAppMissing as e:
         print(f"exportlens graph: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"exportlens graph: cannot write the page: {e}", file=sys.stderr)
         return 2
-    print(f"exportlens graph: wrote {count} files to {folder} (serve the folder over http: python -m http.server -d {folder})", file=sys.stderr)
     if args.open:
         return _serve(page)
     return 0

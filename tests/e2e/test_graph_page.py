@@ -69,6 +69,43 @@ def test_a_file_whose_export_fails_has_no_graph() -> None:
     assert "no graph (the export failed)" in proc.stderr and "data-dependent" in proc.stderr
 
 
+def test_open_serves_the_page_on_loopback_until_interrupted(tmp_path: Path) -> None:
+    """``--open``: the address on stdout, the browser started on it ($BROWSER, here a
+    script that writes what it was given), the page served under a token; Ctrl-C ends it."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    browser.chmod(0o755)
+    env = dict(os.environ, PYTHONWARNINGS="ignore", BROWSER=str(browser))
+    proc = subprocess.Popen([sys.executable, "-m", "exportlens", "graph", str(MODEL), "--open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/0/"), (url, proc.stderr.read() if proc.poll() is not None else "")
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert "window.__exportlens" in r.read().decode()
+        with urllib.request.urlopen(url + "exportlens/graphs/0.json", timeout=30) as r:
+            assert json.loads(r.read())["graphs"][0]["nodes"]
+        token = url.split("/")[3]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url.replace(token, "x" + token[1:]), timeout=30)
+        assert refused.value.code == 404
+        for _ in range(100):
+            if opened.exists() and opened.read_text().strip():
+                break
+            threading.Event().wait(0.1)
+        assert opened.read_text().strip() == url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("page")
