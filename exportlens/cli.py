@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Callable, Iterator
 
-from exportlens import __version__, merge_command, trust_command
+from exportlens import __version__, graph_command, merge_command, trust_command
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
@@ -49,6 +49,7 @@ EXAMPLES = """examples:
                                             the parts as one report, as one run prints it
   exportlens snapshot                       record the signatures in exportlens.snapshot.json
   exportlens show models/mlp.py             the signature of each target in a file
+  exportlens graph models/mlp.py --open     the exported graph as a picture in a browser
   exportlens trust                          let the language server run this folder's models
   python -P -m exportlens serve             the language server on stdio, for any LSP editor
 
@@ -98,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--cache-dir", default=None, metavar="DIR", help=_CACHE_DIR_HELP)
 
     trust_command.add_parser(sub)
+    graph_command.add_parser(sub)
 
     serve = sub.add_parser("serve", help="the language server on stdio (or a socket)", description=_SERVE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = serve.add_mutually_exclusive_group()
@@ -244,7 +246,7 @@ def run(argv: list[str]) -> int:
 
         print(about.report())
         return 0
-    if args.command in ("check", "snapshot", "show", "cache"):
+    if args.command in ("check", "snapshot", "show", "cache", "graph"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
         overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
@@ -277,6 +279,8 @@ def run(argv: list[str]) -> int:
         return merge_command.run(args, View(quiet=args.quiet, concise=args.output_format == "concise"))
     if args.command == "trust":
         return trust_command.run(args)
+    if args.command == "graph":
+        return graph_command.run(args)
     from exportlens.server.app import main
 
     return main(args.tcp, socket_path=args.socket, token_file=args.token_file, allow_remote=args.allow_remote)

@@ -16,6 +16,14 @@ Arguments: ``[{"uri": ..., "target"?: ..., "line"?: ...}]`` or ``[uri, target]``
 Returns ``{"title", "text", "links": [{"line", "start", "end", "uri", "range"}]}``:
 ``line`` a 0-based row of ``text``, ``[start, end)`` its UTF-16 columns of the
 ``file.py:LINE`` text, ``uri``/``range`` where it leads.
+
+With ``"page": true`` the graph is a picture instead: the server builds Model
+Explorer's graph JSON of each target (torch-free, :mod:`exportlens.core.picture`),
+serves Model Explorer's page for it on 127.0.0.1 under a token random per session,
+and returns ``{"title", "url"}``; the client opens ``url`` in a browser. A node
+selected there comes back to the server, which asks the client to show its line
+(``window/showDocument``). Needs the ``graph`` extra; without it the command fails
+with the line that installs it.
 """
 
 from __future__ import annotations
@@ -25,13 +33,18 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lsprotocol import types
 from pygls import uris
 from pygls.exceptions import JsonRpcInvalidParams
 
 from exportlens.core.model import repeated
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.signature import SourceLine
+from exportlens.core.picture.graph import Picture, pictures
+from exportlens.core.picture.page import Page, WebAppMissing, web_app
+from exportlens.core.picture.serve import PageServer
 from exportlens.core.project.files import root_of
+from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.located import Program, UserFrames, at_lines, programs, tensor_text, value_text
 from exportlens.core.serde.reader import NodeModel
 
@@ -197,13 +210,67 @@ def graph_view(state_path: str, result: FileResult, target: str | None, line: in
     return {"title": title, "text": "\n".join(text), "links": links}
 
 
+def _wants_page(args: tuple[Any, ...]) -> bool:
+    return len(args) == 1 and isinstance(args[0], dict) and args[0].get("page") is True
+
+
+class _Pages:
+    """The session's page server, started at the first page asked for; a selected
+    node of a page becomes ``window/showDocument`` on the event loop."""
+
+    def __init__(self) -> None:
+        self.server: PageServer | None = None
+
+    def url(self, ls: Host, loop: asyncio.AbstractEventLoop, page: Page) -> str:
+        if self.server is None:
+            self.server = PageServer(lambda number, model, node: self._open(ls, loop, number, model, node)).start()
+        return self.server.add(page)
+
+    def _open(self, ls: Host, loop: asyncio.AbstractEventLoop, number: int, model: int, node: str) -> bool:
+        """On the page server's thread: whether the node leads to a line."""
+        page = self.server.page(number) if self.server is not None else None
+        if page is None or not 0 <= model < len(page.pictures):
+            return False
+        source = page.pictures[model].sources.get(node)
+        if source is None:
+            return False
+        where = types.Range(types.Position(source.line - 1, 0), types.Position(source.line - 1, 0))
+        params = types.ShowDocumentParams(uri=uris.from_fs_path(source.file) or source.file, take_focus=True, selection=where)
+        loop.call_soon_threadsafe(lambda: ls.background(ls.window_show_document_async(params), "showing a graph node's line"))
+        return True
+
+
+def _pictures(state_path: str, result: FileResult, target: str | None) -> list[Picture]:
+    if target is not None and target not in {t.name for t in result.targets}:
+        names = ", ".join(t.name for t in result.targets) or "none"
+        raise JsonRpcInvalidParams(f"no target {target!r} in {os.path.basename(state_path)} (targets: {names})")
+    try:
+        found = pictures(result, state_path=state_path, root=root_of(state_path), target=target)
+    except SchemaError as e:
+        raise JsonRpcInvalidParams(f"the program cannot be read: {e}") from None
+    if not found:
+        raise JsonRpcInvalidParams(f"{os.path.basename(state_path)}: no graph (no target exported)")
+    return found
+
+
 def register(server: Host) -> None:
+    pages = _Pages()
+
     @server.command(GRAPH)
     async def graph(ls: Host, *args: Any) -> dict[str, Any]:
         uri, target, line = _arguments(args)
         state = ls.documents.get(uri)
         if state is None or state.result is None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")
+        if _wants_page(args):
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(ls.io, _pictures, state.path, state.result, target)
+            try:
+                web_app()
+            except WebAppMissing as e:
+                raise JsonRpcInvalidParams(str(e)) from None
+            title = f"{', '.join(p.target for p in found)}: graph"
+            return {"title": title, "url": pages.url(ls, loop, Page(found, open=True))}
         if line is not None:
             current = split_lines(ls.workspace.get_text_document(uri).source)
             if not state.line_unchanged(current, line):

@@ -96,6 +96,7 @@ def test_vsix_holds_the_bundle_and_manifest(vsix: Path) -> None:
         "exportlens.showGraph",
         "exportlens.graph",
         "exportlens.showLineNodes",
+        "exportlens.showGraphPicture",
         "exportlens.clearCache",
         "exportlens.restart",
         "exportlens.showOutput",

@@ -37,6 +37,16 @@ end, {
   desc = 'exportlens: the nodes of the current file (or of one target); <CR> on a row goes to its source line',
 })
 
+vim.api.nvim_create_user_command('ExportlensGraphPage', function(opts)
+  exportlens().graph_page(0, opts.args)
+end, {
+  nargs = '?',
+  complete = function(arglead)
+    return exportlens().complete_targets(arglead)
+  end,
+  desc = 'exportlens: the graph as a picture in the browser (Model Explorer); selecting a node opens its line here',
+})
+
 vim.api.nvim_create_user_command('ExportlensNodes', function()
   exportlens().nodes(0)
 end, { nargs = 0, desc = "exportlens: the nodes the cursor's line produced; <CR> on a row goes to its source line" })

@@ -13,6 +13,7 @@ export const OWN_COMMANDS: ReadonlySet<string> = new Set([
     'exportlens.reexport',
     'exportlens.graph',
     'exportlens.showLineNodes',
+    'exportlens.showGraphPicture',
     'exportlens.showGraph',
     'exportlens.clearCache',
     'exportlens.restart',

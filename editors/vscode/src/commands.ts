@@ -3,6 +3,7 @@
 import { Disposable, ProgressLocation, Uri, commands, window } from 'vscode';
 import { queryFromArgs, uriArgument } from './graphAnswer';
 import { GraphDocuments, errorText } from './graphDocument';
+import { showGraphPicture } from './graphPictureView';
 import { GraphViews } from './graphView';
 import { showLog } from './log';
 import type { ServerController } from './server';
@@ -87,6 +88,18 @@ async function showNodes(server: ServerController, views: GraphViews, args: unkn
     }
 }
 
+/** The graph as a picture (Model Explorer) beside the code; which target is asked when several. */
+async function showPicture(server: ServerController, arg: unknown): Promise<void> {
+    const file = targetFile(arg);
+    if (file === undefined) {
+        return;
+    }
+    const chosen = await pickTarget(server, file);
+    if (chosen !== undefined) {
+        await showGraphPicture(server, file, chosen);
+    }
+}
+
 /** "What did this line become": the nodes the cursor's line produced, in every target. */
 async function showLineNodes(views: GraphViews): Promise<void> {
     const editor = window.activeTextEditor;
@@ -125,6 +138,7 @@ export function registerCommands(server: ServerController, graphs: GraphDocument
         // Also the id of the server's command: a code lens's "Show graph" lands here and
         // opens the view instead of only asking the server (server.ts OWN_COMMANDS).
         commands.registerCommand('exportlens.graph', guarded('show graph nodes', (...args) => showNodes(server, views, args))),
+        commands.registerCommand('exportlens.showGraphPicture', guarded('show graph as a picture', (uri) => showPicture(server, uri))),
         commands.registerCommand('exportlens.showLineNodes', guarded('show nodes of this line', () => showLineNodes(views))),
         commands.registerCommand('exportlens.clearCache', guarded('clear cache', () => clearCache(server))),
         commands.registerCommand('exportlens.restart', guarded('restart', () => server.restart('restart command'))),

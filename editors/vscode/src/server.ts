@@ -1,6 +1,6 @@
 // Starting, stopping and restarting `python -P -m exportlens serve` behind a language
 // client. Restarts are queued so two (settings change + command) never interleave.
-import { Disposable, EventEmitter, LogOutputChannel, Uri, window, commands, workspace } from 'vscode';
+import { Disposable, EventEmitter, LogOutputChannel, Range, Uri, ViewColumn, window, commands, workspace } from 'vscode';
 import {
     DidChangeConfigurationNotification,
     ExecuteCommandRequest,
@@ -8,6 +8,11 @@ import {
     LanguageClientOptions,
     RevealOutputChannelOn,
     ServerOptions,
+    CancellationToken,
+    ResponseError,
+    ShowDocumentParams,
+    ShowDocumentRequest,
+    ShowDocumentResult,
     State,
 } from 'vscode-languageclient/node';
 import { SECTION, firstFolder, homeDir, readInterpreterSetting, readServerSettings } from './config';
@@ -26,6 +31,32 @@ import { ServerSettings, didChangeConfigurationParams, initializationOptions } f
  */
 const SERVE_ARGS = ['-P', '-m', 'exportlens', 'serve'];
 
+
+/** `window/showDocument` for a file: shown where it already is, else in the first column. */
+async function revealBeside(
+    params: ShowDocumentParams,
+    next: ShowDocumentRequest.HandlerSignature,
+): Promise<ShowDocumentResult> {
+    const uri = Uri.parse(params.uri);
+    if (params.external || uri.scheme !== 'file') {
+        const result = await next(params, CancellationToken.None);
+        return result instanceof ResponseError ? { success: false } : result;
+    }
+    const shown = window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
+    const selection = params.selection
+        ? new Range(params.selection.start.line, params.selection.start.character, params.selection.end.line, params.selection.end.character)
+        : undefined;
+    try {
+        await window.showTextDocument(uri, {
+            viewColumn: shown?.viewColumn ?? ViewColumn.One,
+            preserveFocus: params.takeFocus === false,
+            selection,
+        });
+        return { success: true };
+    } catch {
+        return { success: false };
+    }
+}
 
 export class ServerController implements Disposable {
     private client: LanguageClient | undefined;
@@ -172,6 +203,9 @@ export class ServerController implements Disposable {
             initializationOptions: () => initializationOptions(this.currentSettings(), workspace.isTrusted),
             synchronize: { configurationSection: SECTION },
             middleware: {
+                // A node selected in the graph's picture: its line in the editor column that
+                // shows the file (else the first), not in the webview's column.
+                window: { showDocument: (params, next) => revealBeside(params, next) },
                 workspace: {
                     // The client would send the raw VS Code section (with `interpreter`,
                     // `trace` and unset defaults); send the mapped wire object instead.

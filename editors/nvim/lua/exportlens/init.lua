@@ -178,6 +178,33 @@ function M.graph(bufnr, target)
   M.graph_view(client, bufnr, { argument }, argument.target)
 end
 
+--- `:ExportlensGraphPage [target]`: the graph as a picture (Model Explorer's page,
+--- served by the language server on 127.0.0.1), opened with `vim.ui.open` (the
+--- system's browser). Selecting a node there makes the server send
+--- `window/showDocument`, which Neovim answers by opening the node's line.
+---@param bufnr integer?
+---@param target string?
+---@param open fun(url: string)? how the address is opened (default `vim.ui.open`)
+function M.graph_page(bufnr, target, open)
+  local argument = { uri = vim.uri_from_bufnr((bufnr == nil or bufnr == 0) and vim.api.nvim_get_current_buf() or bufnr), page = true }
+  if target ~= nil and target ~= '' then
+    argument.target = target
+  end
+  return M.exec('exportlens.graph', { argument }, bufnr, function(result)
+    if type(result) ~= 'table' or type(result.url) ~= 'string' then
+      notify('the server returned no page', levels.ERROR)
+      return
+    end
+    vim.g.exportlens_graph_url = result.url
+    notify(('%s: %s'):format(result.title or 'graph', result.url))
+    if open then
+      open(result.url)
+    elseif vim.ui.open then
+      vim.ui.open(result.url)
+    end
+  end)
+end
+
 --- `:ExportlensNodes`: the nodes the cursor's line produced ("what did this line
 --- become"), in the graph view; says so when the line produced none.
 ---@param bufnr integer?

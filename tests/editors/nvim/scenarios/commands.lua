@@ -37,7 +37,7 @@ return function(T)
 
   -- No client yet, and an unnamed buffer: each command says so, nothing breaks.
   vim.cmd.enew()
-  for _, command in ipairs({ 'ExportlensReexport', 'ExportlensGraph', 'ExportlensNodes', 'ExportlensShowGraph', 'ExportlensClearCache' }) do
+  for _, command in ipairs({ 'ExportlensReexport', 'ExportlensGraph', 'ExportlensGraphPage', 'ExportlensNodes', 'ExportlensShowGraph', 'ExportlensClearCache' }) do
     local from = #T.events.notifications
     local ok, err = pcall(vim.cmd, command)
     local said = notification(T, from, 'no exportlens language server is attached')

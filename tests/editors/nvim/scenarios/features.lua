@@ -239,6 +239,29 @@ return function(T)
   press('q')
   T.check('q closes the view', not vim.api.nvim_win_is_valid(nodes_win))
 
+  -- :ExportlensGraphPage in net.py: the picture's address, opened with vim.ui.open; a
+  -- node selected in the page (the POST the page sends for it) opens its line here,
+  -- through the server's window/showDocument.
+  vim.api.nvim_set_current_buf(net)
+  local opened
+  local ui_open = vim.ui.open
+  vim.ui.open = function(url)
+    opened = url
+  end
+  vim.cmd('ExportlensGraphPage')
+  T.wait(lsp.REQUEST_MS, function()
+    return opened
+  end)
+  vim.ui.open = ui_open
+  T.need(":ExportlensGraphPage opens the page's loopback address", opened ~= nil and opened:find('^http://127%.0%.0%.1:%d+/[%w_-]+/%d+/$') ~= nil, opened)
+  vim.system({ T.env('EXPORTLENS_NVIM_PYTHON'), '-c', 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="POST"))',
+    opened .. 'exportlens/open?model=0&node=linear' })
+  local shown = T.wait(lsp.REQUEST_MS, function()
+    return vim.api.nvim_get_current_buf() == layers and vim.api.nvim_win_get_cursor(0)[1] == proj_line + 1 or nil
+  end)
+  T.check("a node selected in the page opens its line: `h = self.proj(x)` in layers.py", shown == true,
+    { buf = vim.api.nvim_buf_get_name(0), cursor = vim.api.nvim_win_get_cursor(0), want = proj_line + 1 })
+
   -- An edit, saved (a model module is exported again when it is saved): the hints
   -- and the status lens follow the new export. Neovim draws hints only on the lines
   -- a window shows: one window, on the forward.

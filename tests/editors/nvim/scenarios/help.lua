@@ -19,7 +19,7 @@ return function(T)
 
   -- The user commands exist (plugin/exportlens.lua ran at startup).
   local commands = vim.api.nvim_get_commands({})
-  for _, name in ipairs({ 'ExportlensReexport', 'ExportlensGraph', 'ExportlensNodes', 'ExportlensShowGraph', 'ExportlensClearCache', 'ExportlensTrust' }) do
+  for _, name in ipairs({ 'ExportlensReexport', 'ExportlensGraph', 'ExportlensGraphPage', 'ExportlensNodes', 'ExportlensShowGraph', 'ExportlensClearCache', 'ExportlensTrust' }) do
     T.check(':' .. name .. ' is defined', commands[name] ~= nil)
   end
 

@@ -1,0 +1,241 @@
+"""The page that draws the pictures: Model Explorer's web app, from its installed wheel.
+
+Why not Model Explorer's own server: it is a Flask app that converts models with
+torch in its process and answers the front end's requests; exportlens has the graph
+JSON already (:mod:`exportlens.core.picture.graph`) and must not run torch in the
+language server. So the built front end (``model_explorer/web_app`` of the pinned
+``ai-edge-model-explorer`` wheel, Apache-2.0, never copied into this repository) is
+served as it is, with three changes made as it is served:
+
+* its ``index.html`` loses the ``@font-face`` rules that point at Google's font CDN
+  and the ``preconnect`` to it (the same fonts ship in ``static_files``): no request
+  leaves the machine;
+* absolute ``/static_files/`` URLs (in the page and the stylesheet) become relative,
+  and a first script sets ``<base href>`` to the page's own folder, so the page works
+  under any path of any static web server (a CI artifact, a token-prefixed address);
+* that script (``_SHIM``) answers the few requests the app makes of its server
+  (``/api/v1/get_extensions``, ``load_graphs_json``, ``load_node_data``, the version
+  check and its event stream) from the files beside the page (``exportlens/``), adds
+  the ``data=`` parameter that names the models (so the app opens the graph, not its
+  model-selection page), draws the overlay's legend, and reports a selected node
+  (Model Explorer posts ``model-explorer-node-selected`` to ``window.parent``): to
+  the window that embeds the page, if any (an editor's webview), and, when the page
+  is served by the language server, to its ``exportlens/open`` address.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exportlens.core.picture.graph import LEGEND, Picture
+
+__all__ = ["INSTALL", "LICENSE", "Page", "WebAppMissing", "web_app"]
+
+INSTALL = "pip install 'exportlens[graph]'"
+LICENSE = (
+    "The page is Google's Model Explorer (ai-edge-model-explorer, "
+    "https://github.com/google-ai-edge/model-explorer), Apache License 2.0: "
+    "https://www.apache.org/licenses/LICENSE-2.0"
+)
+
+
+class WebAppMissing(RuntimeError):
+    """Model Explorer's package is not installed: the message says how to install it."""
+
+
+def web_app() -> str:
+    """The folder of Model Explorer's built web app in the installed package, found
+    without importing the package (its ``__init__`` imports Flask and more)."""
+    spec = importlib.util.find_spec("model_explorer")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        app = os.path.join(folder, "web_app")
+        if os.path.isfile(os.path.join(app, "index.html")):
+            return app
+    raise WebAppMissing(f"the graph page needs Model Explorer's web app: {INSTALL}")
+
+
+_FONT_FACE = re.compile(r"@font-face\{[^{}]*url\(https?://[^{}]*\}")
+_PRECONNECT = re.compile(r'<link rel="preconnect"[^>]*>')
+_ABSOLUTE_STATIC = re.compile(r"(?<=[(\"'])/static_files/")
+
+# What the app asks its server for, answered in the page. ``builtin_json`` is the one
+# adapter a ``graphs://`` model needs.
+_EXTENSIONS = [{"type": "adapter", "id": "builtin_json", "name": "JSON adapter", "description": "", "source_repo": "", "fileExts": ["json"]}]
+
+_SHIM = r"""
+(function () {
+  var config = window.__exportlens;
+  var base = location.pathname.replace(/[^/]*$/, "");
+  document.querySelector("base").setAttribute("href", base);
+  var files = base + "exportlens/";
+  var params = new URLSearchParams(location.search);
+  if (!params.get("data")) {
+    params.set("data", JSON.stringify(config.data));
+    history.replaceState(null, "", base + "?" + params.toString());
+  }
+  var realFetch = window.fetch.bind(window);
+  function json(value) {
+    return Promise.resolve(new Response(JSON.stringify(value), {headers: {"Content-Type": "application/json"}}));
+  }
+  window.fetch = function (input, init) {
+    var url = new URL(typeof input === "string" ? input : input.url, location.href);
+    if (url.origin !== location.origin || !/^\/api(post|stream)?\//.test(url.pathname)) {
+      return realFetch(input, init);
+    }
+    var index = url.searchParams.get("graph_index") || url.searchParams.get("node_data_index") || "0";
+    switch (url.pathname) {
+      case "/api/v1/get_extensions": return json(config.extensions);
+      case "/api/v1/check_new_version": return json({version: "", runningVersion: "", releaseUrl: "", desktopAppUrl: ""});
+      case "/api/v1/load_graphs_json": return realFetch(files + "graphs/" + index + ".json");
+      case "/api/v1/load_node_data":
+        return realFetch(files + "node_data/" + index + ".json").then(function (r) { return r.text(); })
+          .then(function (text) { return json({content: text}); });
+      default: return json({error: "not available in exportlens's page: " + url.pathname});
+    }
+  };
+  // The app's live-reload stream, for Model Explorer's own server only.
+  window.EventSource = function () { return {addEventListener: function () {}, close: function () {}}; };
+  // Model Explorer posts what happens (ready, a node selected) to window.parent. In a
+  // frame (an editor's webview) that is the embedder, out of this script's sight: the
+  // page becomes its own parent (``parent`` is replaceable) and this script forwards.
+  var outer = window.parent !== window ? window.parent : null;
+  if (outer) {
+    try { window.parent = window; } catch (e) {}
+  }
+  window.addEventListener("message", function (event) {
+    var msg = event.data || {};
+    if (outer && event.source === window && typeof msg.cmd === "string" && msg.cmd.indexOf("model-explorer-") === 0) {
+      outer.postMessage(msg, "*");
+    }
+    if (msg.cmd !== "model-explorer-node-selected" || !msg.nodeId) return;
+    var graph = (new URLSearchParams(location.search).get("data") || "");
+    var model = 0;
+    try {
+      var panes = JSON.parse(graph).uiState.paneStates;
+      var selected = panes.filter(function (p) { return p.selected; })[0] || panes[0];
+      model = Math.max(0, config.labels.indexOf(selected.selectedCollectionLabel));
+    } catch (e) {}
+    window.__exportlensSelected = {model: model, node: msg.nodeId};
+    if (config.open) {
+      realFetch(files + "open?model=" + model + "&node=" + encodeURIComponent(msg.nodeId), {method: "POST"}).catch(function () {});
+    }
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var box = document.createElement("div");
+    box.id = "exportlens-legend";
+    box.style.cssText = "position:fixed;left:152px;bottom:8px;z-index:1000;background:rgba(255,255,255,.92);" +
+      "border:1px solid #ccc;border-radius:4px;padding:4px 8px;font:11px sans-serif;pointer-events:none";
+    box.innerHTML = "<b>exportlens</b>" + config.legend.map(function (item) {
+      return "<div><span style='display:inline-block;width:10px;height:10px;margin-right:4px;background:" +
+        item[1] + "'></span>" + item[0] + "</div>";
+    }).join("");
+    document.body.appendChild(box);
+  });
+})();
+"""
+
+
+@dataclass(frozen=True)
+class Page:
+    """The page for some pictures: every file it is made of, by path under its folder.
+
+    ``open``: the page reports a selected node to ``exportlens/open`` (the language
+    server's page); a static page does not.
+    """
+
+    pictures: Sequence[Picture]
+    open: bool = False
+
+    def _config(self) -> dict[str, Any]:
+        labels = [p.target for p in self.pictures]
+        return {
+            "data": {
+                "models": [{"url": f"graphs://{label}/{i}"} for i, label in enumerate(labels)],
+                "nodeData": [f"node_data://exportlens/{i}" for i in range(len(labels))],
+                "nodeDataTargets": labels,
+            },
+            "labels": labels,
+            "extensions": _EXTENSIONS,
+            "legend": [list(item[:2]) for item in LEGEND],
+            "open": self.open,
+        }
+
+    def index_html(self) -> bytes:
+        with open(os.path.join(web_app(), "index.html"), encoding="utf-8") as f:
+            text = f.read()
+        text = _PRECONNECT.sub("", _FONT_FACE.sub("", text))
+        text = _ABSOLUTE_STATIC.sub("static_files/", text)
+        config = json.dumps(self._config()).replace("</", "<\\/")
+        script = f"<script>window.__exportlens = {config};</script><script>{_SHIM}</script>"
+        text = text.replace('<base href="/">', '<base href="/">' + script, 1)
+        return text.encode()
+
+    def data_file(self, path: str) -> bytes | None:
+        """``graphs/N.json`` or ``node_data/N.json`` (under ``exportlens/``)."""
+        m = re.fullmatch(r"(graphs|node_data)/(\d+)\.json", path)
+        if m is None or int(m.group(2)) >= len(self.pictures):
+            return None
+        picture = self.pictures[int(m.group(2))]
+        return json.dumps(picture.graphs if m.group(1) == "graphs" else picture.node_data).encode()
+
+    def file(self, path: str) -> bytes | None:
+        """The bytes of ``path`` (relative, ``/``-separated) of the page, or None."""
+        if path in ("", "index.html"):
+            return self.index_html()
+        if path.startswith("exportlens/"):
+            return self.data_file(path.removeprefix("exportlens/"))
+        return app_file(path)
+
+    def files(self) -> Iterator[tuple[str, bytes]]:
+        """Every file of the page, for writing it to a folder."""
+        yield "index.html", self.index_html()
+        for i in range(len(self.pictures)):
+            for kind in ("graphs", "node_data"):
+                data = self.data_file(f"{kind}/{i}.json")
+                assert data is not None
+                yield f"exportlens/{kind}/{i}.json", data
+        yield "exportlens/LICENSE-model-explorer.txt", (LICENSE + "\n").encode()
+        app = web_app()
+        for folder, _dirs, names in os.walk(app):
+            for name in sorted(names):
+                rel = os.path.relpath(os.path.join(folder, name), app).replace(os.sep, "/")
+                if rel != "index.html":
+                    data = app_file(rel)
+                    if data is not None:
+                        yield rel, data
+
+
+def app_file(path: str) -> bytes | None:
+    """A file of the web app (stylesheets with relative ``static_files`` URLs), or None
+    for a path that is not one (``..`` and absolute paths included)."""
+    app = web_app()
+    parts = path.split("/")
+    if not path or any(p in ("", ".", "..") for p in parts) or path.startswith("/"):
+        return None
+    full = os.path.join(app, *parts)
+    if not os.path.isfile(full):
+        return None
+    with open(full, "rb") as f:
+        data = f.read()
+    if path.endswith(".css"):
+        data = _ABSOLUTE_STATIC.sub("static_files/", data.decode()).encode()
+    return data
+
+
+def write(page: Page, folder: str) -> int:
+    """The page's files under ``folder`` (created); the number of files written."""
+    count = 0
+    for rel, data in page.files():
+        full = os.path.join(folder, *rel.split("/"))
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(data)
+        count += 1
+    return count
