@@ -273,7 +273,9 @@ def export_target(
     )
     module_class = _class_line(type(built.module), sources)
     try:
-        in_training, said = training.check(ep, built.module, loaded.index, sources, name, candidate.where)
+        # At the ``model = ...`` that makes the module (where ``.eval()`` goes), else the declaration.
+        made = loaded.index.global_assignments.get("model") if candidate.decl.form == "globals" else None
+        in_training, said = training.check(ep, built.module, loaded.index, sources, name, made or candidate.where)
     except Exception:  # noqa: BLE001 - a module tree that refuses to be walked: no warning, no loss
         in_training, said = "", []
     found += said

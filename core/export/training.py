@@ -6,7 +6,8 @@ its running ones (the program mutates them), its Dropout zeroes random elements.
 is rarely what a deployed program should do, and it is the most common cause of a
 lowering that fails (ExecuTorch has no training-mode batch norm) or differs (a
 runtime's batch norm uses the running statistics). So after an export, a target with
-such layers in training mode gets one ``training-mode`` warning at its declaration,
+such layers in training mode gets one ``training-mode`` warning at its declaration
+(the ``model = ...`` statement of the module-globals form, where ``.eval()`` goes),
 naming each layer's line (the ``self.bn = nn.BatchNorm2d(...)`` assignment, as the
 signature's parameter lines are found), and the quick fix adds ``.eval()``
 (``core/fixes/eval_mode.py``). Lowering's findings on such a target say it is in

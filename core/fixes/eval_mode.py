@@ -70,7 +70,7 @@ def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
     tree = nodes.parse(source)
     if tree is None:
         return []
-    statement = next((s for s in tree.body if s.lineno == diagnostic.line), None)
+    statement = next((s for s in tree.body if diagnostic.line in (s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ())))), None)
     expr = _module_expression(statement) if statement is not None else None
     if expr is None or _already_eval(expr):
         return []
