@@ -125,7 +125,7 @@ def test_a_random_draw_is_compared_by_shape_and_named_at_its_line(checked: tuple
     _, doc = checked
     onnx, executorch = _lowering(doc, "vae.py")
     # The line that draws, inside the helper `forward` calls (the program's node knows only the call).
-    draw = line_of("vae.py", "eps = torch.randn_like(std)")
+    draw = line_of("vae.py", "        eps = torch.randn_like(std)")
     assert onnx["status"] == "ok", onnx
     sigmoid, mu, logvar = onnx["outputs"]
     assert (sigmoid["name"], sigmoid["compared"], sigmoid["match"]) == ("sigmoid", "shape", True)

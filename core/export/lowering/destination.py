@@ -38,8 +38,8 @@ class Subject:
     sources: Sources
     signature: Signature | None
     keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``, ``--save-pte``)
-    # The layers that behave otherwise in eval mode, found in training mode
-    # (``training.layers_text``: "`BatchNorm2d` `main.1` (dcgan.py:8)"), or "".
+    # The layers found in training mode that compute otherwise in eval mode, as
+    # ``training.check`` names them ("`BatchNorm2d` `main.1` (dcgan.py:8)"), or "".
     training: str = ""
 
     @property
@@ -125,8 +125,10 @@ def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list
         # outputs say it): the first line of each finding, else why it stopped short,
         # else what to install.
         said = tuple(d.message.split("\n", 1)[0] for d in found if d.severity == "error")
-        if not said:
-            said = (record.skipped,) if record.skipped else (f"not installed: {destination.install}",) if record.status == "unavailable" else ()
+        if not said and record.skipped:
+            said = (record.skipped,)
+        elif not said and record.status == "unavailable":
+            said = (f"not installed: {destination.install}",)
         record = replace(record, errors=said)
     if subject.training and record.status in ("error", "mismatch", "unsupported", "missing-kernel"):
         found = [_in_training(d, subject) if d.code.startswith(f"lowering/{destination.format}-") and d.severity == "error" else d for d in found]
