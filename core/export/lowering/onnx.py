@@ -57,7 +57,9 @@ class Onnx:
                 program = _convert(subject.ep, subject.loaded)
         except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
             constants = _constant_outputs(subject) if any("node return" in str(c) for c in nodes.chain(e)) else []
-            status, found = ("error", constants) if constants else _conversion_failure(e, subject)
+            if constants:
+                return Lowered(replace(record, status="error"), constants)
+            status, found = _conversion_failure(e, subject)
             return Lowered(replace(record, status=status), found)
         try:
             proto = program.model_proto
