@@ -16,9 +16,16 @@ partition and compile, ``.pte``, load, run, comparison), both measured in this r
 and, in a fresh interpreter, what importing ExecuTorch costs on top of torch (each
 job is a fresh fork of a worker that has not imported it).
 
+Memory, for pytorch/examples' super-resolution net (four convolutions and a
+``PixelShuffle``, input ``[2, 1, 32, 32]``, declared without ``.eval()``): the peak
+resident memory of a fresh interpreter that lowers it by hand (``export``,
+``to_edge_transform_and_lower(..., XnnpackPartitioner())``, ``to_executorch()``, the
+runtime's load and run) against one that runs exportlens's job on the same file with
+``lower=("executorch",)`` (the export, its checks, the lowering, the comparison).
+
 Prints each median and the ratio to its baseline.
 
-    .venv/bin/python bench/bench_lowering.py [--only onnx|executorch]
+    .venv/bin/python bench/bench_lowering.py [--only onnx|executorch|memory]
 """
 
 from __future__ import annotations
@@ -216,9 +223,88 @@ def main_executorch(repeats: int = 3) -> None:
     sys.stdout.flush()
 
 
+SUPER_RESOLUTION = """
+import torch
+import torch.nn as nn
+import torch.nn.init as init
+
+
+class Net(nn.Module):
+    def __init__(self, upscale_factor=3):
+        super().__init__()
+        self.relu = nn.ReLU()
+        self.conv1 = nn.Conv2d(1, 64, (5, 5), (1, 1), (2, 2))
+        self.conv2 = nn.Conv2d(64, 64, (3, 3), (1, 1), (1, 1))
+        self.conv3 = nn.Conv2d(64, 32, (3, 3), (1, 1), (1, 1))
+        self.conv4 = nn.Conv2d(32, upscale_factor ** 2, (3, 3), (1, 1), (1, 1))
+        self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+        init.orthogonal_(self.conv1.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv2.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv3.weight, init.calculate_gain("relu"))
+        init.orthogonal_(self.conv4.weight)
+
+    def forward(self, x):
+        x = self.relu(self.conv1(x))
+        x = self.relu(self.conv2(x))
+        x = self.relu(self.conv3(x))
+        return self.pixel_shuffle(self.conv4(x))
+
+
+model = Net()
+example_args = (torch.randn(2, 1, 32, 32),)
+"""
+
+_PLAIN_EXECUTORCH = """
+import resource, runpy, sys, warnings
+warnings.filterwarnings("ignore")
+import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from executorch.runtime import Runtime
+spec = runpy.run_path(sys.argv[1])
+ep = torch.export.export(spec["model"], spec["example_args"])
+program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+method = Runtime.get().load_program(bytes(program.buffer)).load_method("forward")
+method.execute(list(spec["example_args"]))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+_EXPORTLENS_JOB = """
+import resource, sys, warnings
+warnings.filterwarnings("ignore")
+from exportlens.core.export.job import default_request, run_job
+result = run_job(default_request(sys.argv[1], root=sys.argv[2], lower=("executorch",)), lambda event: None)
+[target] = result.targets
+[lowering] = target.lowerings
+assert lowering.status in ("ok", "mismatch"), lowering
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def main_memory(repeats: int = 3) -> None:
+    """Peak resident memory (MB) of lowering the super-resolution net to ExecuTorch."""
+    import subprocess
+
+    print(f"{'model':<18} {'plain executorch MB':>20} {'exportlens job MB':>18} {'ratio':>6}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "super_resolution.py"
+        path.write_text(SUPER_RESOLUTION)
+
+        def peak(code: str, *args: str) -> float:
+            runs = [float(subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.split()[-1]) for _ in range(repeats)]
+            return statistics.median(runs)
+
+        plain = peak(_PLAIN_EXECUTORCH, str(path))
+        ours = peak(_EXPORTLENS_JOB, str(path), tmp)
+        print(f"{'super_resolution':<18} {plain:>20.0f} {ours:>18.0f} {ours / plain:>6.2f}")
+    sys.stdout.flush()
+
+
 if __name__ == "__main__":
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     if only in (None, "onnx"):
         main_onnx()
     if only in (None, "executorch"):
         main_executorch()
+    if only in (None, "memory"):
+        main_memory()

@@ -125,6 +125,8 @@ def _outputs_json(lowering: Lowering) -> list[dict[str, Any]]:
             "atol": o.atol,
             "rtol": o.rtol,
             "match": o.ok,
+            "compared": o.compared,
+            "note": o.note or None,
         }
         for o in lowering.outputs
     ]
@@ -142,9 +144,8 @@ def lowering_json(lowering: Lowering) -> dict[str, Any]:
             "fallback_ops": list(lowering.fallback_ops),
             "pte_bytes": lowering.pte_bytes,
             "planned_memory_bytes": lowering.planned_memory_bytes,
-            "errors": list(lowering.errors),
-            "skipped": lowering.skipped or None,
         }
+    out |= {"errors": list(lowering.errors), "skipped": lowering.skipped or None}
     out |= {
         "max_abs_error": _finite(lowering.max_abs),
         "max_rel_error": _finite(lowering.max_rel),

@@ -27,6 +27,7 @@ from exportlens.core.export import (
     program_run,
     shapes_spec,
     signature_checks,
+    training,
 )
 from exportlens.core.export.analyze import ErrorFacts
 from exportlens.core.export.loader import (
@@ -271,6 +272,13 @@ def export_target(
         fallback=candidate.where,
     )
     module_class = _class_line(type(built.module), sources)
+    try:
+        # At the ``model = ...`` that makes the module (where ``.eval()`` goes), else the declaration.
+        made = loaded.index.global_assignments.get("model") if candidate.decl.form == "globals" else None
+        in_training, said = training.check(ep, built.module, loaded.index, sources, name, made or candidate.where)
+    except Exception:  # noqa: BLE001 - a module tree that refuses to be walked: no warning, no loss
+        in_training, said = "", []
+    found += said
     run, failed = program_run.check(ep, built, candidate, sources)
     found += failed
     mark(f"job: {name} run on its example inputs: {run.status}")
@@ -285,7 +293,7 @@ def export_target(
         if why:
             built.weights_note = policy.require_values(built, why) or ""
             result = replace(result, weights_note=built.weights_note or weights_note)
-        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded, sources, phase)
+        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded, sources, phase, in_training)
     return result, found
 
 

@@ -9,13 +9,20 @@ the language server's ``textDocument/codeAction`` turns its ``Fix``es into LSP e
 
 from __future__ import annotations
 
-from exportlens.core.fixes import buffers, dims, hf_cache, inplace, no_grad
+from exportlens.core.fixes import buffers, dims, eval_mode, hf_cache, inplace, no_grad
 from exportlens.core.fixes.model import Fix, TextEdit, apply, parses
 from exportlens.core.model.results import Diagnostic, FileResult
 
 # The codes a fix exists for (docs/diagnostics.md says which).
 FIXABLE = frozenset(
-    {"banned-mutation/tensor-attribute", "constraint-violation", "unsupported-type", "banned-mutation/input-metadata", "banned-mutation/parameter"}
+    {
+        "banned-mutation/tensor-attribute",
+        "constraint-violation",
+        "unsupported-type",
+        "banned-mutation/input-metadata",
+        "banned-mutation/parameter",
+        "training-mode",
+    }
 )
 
 
@@ -33,6 +40,8 @@ def fixes_for(source: str, diagnostic: Diagnostic, result: FileResult) -> list[F
         found = hf_cache.fixes(source, diagnostic, result)
     elif diagnostic.code == "banned-mutation/parameter":
         found = no_grad.fixes(source, diagnostic)
+    elif diagnostic.code == "training-mode":
+        found = eval_mode.fixes(source, diagnostic)
     else:
         found = inplace.fixes(source, diagnostic)
     return [f for f in found if parses(apply(source, f.edits))]

@@ -49,6 +49,13 @@ class OutputComparison:
     rtol: float
     ok: bool
     shape_ok: bool = True  # False: the shapes differ, the numbers were not compared
+    # What was compared: "values" (elementwise, within the tolerance), "shape" (shapes
+    # and dtypes only: the output depends on random numbers, two runs draw others),
+    # "constant" (the program returns a constant -- ``None``, a number -- that no
+    # runtime computes: eager's value against the signature's), "missing" (the
+    # runtime returned nothing for this output).
+    compared: str = "values"
+    note: str = ""  # why it was compared so, for people ("depends on `torch.randn_like` at vae.py:21")
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,12 @@ class Lowering:
 
     @property
     def max_abs(self) -> float | None:
-        compared = [o.max_abs for o in self.outputs if o.shape_ok]
+        compared = [o.max_abs for o in self.outputs if o.shape_ok and o.compared == "values"]
         return max(compared) if compared else None
 
     @property
     def max_rel(self) -> float | None:
-        compared = [o.max_rel for o in self.outputs if o.shape_ok]
+        compared = [o.max_rel for o in self.outputs if o.shape_ok and o.compared == "values"]
         return max(compared) if compared else None
 
     @property

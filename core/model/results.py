@@ -39,6 +39,9 @@ CODES: dict[str, Severity] = {
     "out-of-memory": "error",
     # The highest of its severities: "information" when the change is compatible.
     "signature-changed": "error",
+    # The module is in training mode while it holds layers that compute otherwise in
+    # eval mode (BatchNorm, Dropout): rarely what a deployed program should do.
+    "training-mode": "warning",
     # Lowering (``lower = ["onnx", "executorch"]``): the step after export that users export for.
     "lowering/onnx-unsupported": "error",
     "lowering/onnx-error": "error",

@@ -347,6 +347,40 @@ async def test_a_parameter_mutation_fix_runs_it_under_no_grad(session: Session) 
     assert [str(x.code) for x in after] == ["mutation/parameter"] and not errors(after)
 
 
+TRAINING = """\
+import torch
+from torch import nn
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.main = nn.Sequential(nn.ConvTranspose2d(8, 4, 4, 1, 0, bias=False), nn.BatchNorm2d(4), nn.Tanh())
+
+    def forward(self, z):
+        return self.main(z)
+
+
+model = Generator()
+example_args = (torch.randn(2, 8, 1, 1),)
+"""
+
+
+async def test_a_model_in_training_mode_fix_adds_eval(session: Session) -> None:
+    client, workspace = session
+    path = workspace / "generator.py"
+    path.write_text(TRAINING)
+    doc = Doc(client, path)
+    doc.open()
+    found = await client.diagnostics_for(doc.uri, 1)
+    [d] = [x for x in found if x.code == "training-mode"]
+    assert d.severity == types.DiagnosticSeverity.Warning and d.range.start.line == TRAINING.splitlines().index("model = Generator()")
+    action, after = await fix_and_export(doc, d, "eval mode")
+    assert action.is_preferred and "model = Generator().eval()\n" in doc.text
+    # Eval mode: no warning, and batch norm no longer updates its running statistics.
+    assert [str(x.code) for x in after] == []
+
+
 async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session) -> None:
     client, workspace = session
     path = workspace / "hf.py"

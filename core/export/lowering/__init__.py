@@ -70,18 +70,38 @@ def lower_target(
     loaded: Loaded,
     sources: Sources,
     on_phase: Callable[[str], None] | None = None,
+    training: str = "",
 ) -> tuple[TargetResult, list[Diagnostic]]:
     """``result`` with a lowering recorded per format, in order, and ``found`` with their
     diagnostics; ``keep``: the formats whose lowered program rides along;
-    ``on_phase`` hears each format begin (the progress the editor shows)."""
+    ``on_phase`` hears each format begin (the progress the editor shows); ``training``:
+    the layers found in training mode (``Subject.training``). An exception of
+    exportlens's own is that format's ``error``, never the loss of the export."""
     if not formats or result.status != "ok":
         return result, found
     lowerings: list[Lowering] = []
     for format in formats:
         if on_phase is not None:
             on_phase(phase(format))
-        subject = Subject(ep, built, candidate, loaded, sources, result.signature, keep=format in keep)
-        lowering, more = lower_to(destination(format), subject)
+        subject = Subject(ep, built, candidate, loaded, sources, result.signature, keep=format in keep, training=training)
+        try:
+            lowering, more = lower_to(destination(format), subject)
+        except Exception as e:  # noqa: BLE001 - a bug of ours: the export stands, the lowering says what happened
+            lowering, more = internal_error(format, e, candidate)
         lowerings.append(lowering)
         found = found + more
     return replace(result, lowerings=tuple(lowerings)), found
+
+
+def internal_error(format: str, e: BaseException, candidate: Candidate) -> tuple[Lowering, list[Diagnostic]]:
+    """exportlens's own code raised while lowering: the lowering's status is ``error``,
+    its one diagnostic says it is exportlens's bug; the target's export is untouched."""
+    import traceback
+
+    from exportlens.core.model.lowering import TITLES
+
+    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ is not None else None
+    place = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame is not None else ""
+    what = f"exportlens failed while lowering to {TITLES.get(format, format)} ({type(e).__name__}: {e}{place}); the export itself is fine; please report it"
+    record = Lowering(format, "error", errors=(what,))
+    return record, [Diagnostic.at(f"lowering/{format}-error", what, candidate.where, candidate.decl.name)]

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering import nodes
-from exportlens.core.export.lowering.outputs import compare_outputs, eager_outputs, mismatch_diagnostics
+from exportlens.core.export.lowering.outputs import compare_outputs, eager_outputs, mismatch_diagnostics, user_outputs
+from exportlens.core.export.lowering.randomness import describe, drawn_lines, placed, random_outputs
 from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic
@@ -37,6 +38,9 @@ class Subject:
     sources: Sources
     signature: Signature | None
     keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``, ``--save-pte``)
+    # The layers found in training mode that compute otherwise in eval mode, as
+    # ``training.check`` names them ("`BatchNorm2d` `main.1` (dcgan.py:8)"), or "".
+    training: str = ""
 
     @property
     def name(self) -> str:
@@ -108,7 +112,40 @@ def _version(package: str) -> str:
 
 
 def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list[Diagnostic]]:
-    """Lower, run, compare: the record and every finding of one destination."""
+    """Lower, run, compare: the record and every finding of one destination. Lowering
+    and the run happen under ``torch.no_grad()``, as the destinations' own export
+    scripts do (ExecuTorch's passes change state in place, which autograd refuses on
+    a buffer it tracks); a finding of a model in training mode says that it is."""
+    import torch
+
+    with torch.no_grad():
+        record, found = _lower_to(destination, subject)
+    if record.status not in ("ok", "mismatch") and not record.errors:
+        # Every failing status says what happened, in the record too (a mismatch's
+        # outputs say it): the first line of each finding, else why it stopped short,
+        # else what to install.
+        said = tuple(d.message.split("\n", 1)[0] for d in found if d.severity == "error")
+        if not said and record.skipped:
+            said = (record.skipped,)
+        elif not said and record.status == "unavailable":
+            said = (f"not installed: {destination.install}",)
+        record = replace(record, errors=said)
+    if subject.training and record.status in ("error", "mismatch", "unsupported", "missing-kernel"):
+        found = [_in_training(d, subject) if d.code.startswith(f"lowering/{destination.format}-") and d.severity == "error" else d for d in found]
+    return record, found
+
+
+def _in_training(d: Diagnostic, subject: Subject) -> Diagnostic:
+    """A failure or mismatch of a model in training mode: said first for a failure (the
+    library's message after it is long), last for a mismatch (after the numbers)."""
+    note = (
+        f"The model is in training mode, with {subject.training}: these layers compute otherwise in eval mode, "
+        "which is what a deployed model runs -- the likely cause; call `.eval()` on the model (see the `training-mode` warning at its declaration)"
+    )
+    return replace(d, message=d.message + "\n" + note if d.code.endswith("-mismatch") else note + ".\n" + d.message)
+
+
+def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list[Diagnostic]]:
     started = time.perf_counter()
     error = f"lowering/{destination.format}-error"
 
@@ -142,7 +179,11 @@ def lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, list
     except Exception as e:  # noqa: BLE001 - any runtime failure is a finding
         message = f"{destination.runtime} failed to run the {destination.product} on the example inputs: {nodes.text(e)}"
         return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
-    outputs = compare_outputs(lowered.output_names, actual, expected, subject.signature)
+    path = subject.loaded.path
+    draws = random_outputs(subject.ep, subject.line_of)
+    drawn = drawn_lines(subject.built, subject.sources) if draws else []
+    random = {j: describe(tuple(placed(d, drawn) for d in ds), path) for j, ds in draws.items()}
+    outputs = compare_outputs(lowered.output_names, actual, expected, user_outputs(subject.ep), random, destination.runtime)
     ok = all(o.ok for o in outputs)
     record = replace(record, status="ok" if ok else "mismatch", outputs=outputs, lower_ms=ms())
     if ok:

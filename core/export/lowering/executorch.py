@@ -35,8 +35,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering import nodes, randomness
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
+from exportlens.core.export.lowering.outputs import user_outputs
 from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
@@ -95,9 +96,10 @@ class Executorch:
             planned_memory_bytes=int(sum(plan.non_const_buffer_sizes)),
             model=pte if subject.keep else b"",
         )
-        # The method returns the user outputs in the exported program's order; the
-        # edge passes rename their nodes, so they go by the export's names.
-        names = tuple(str(n) for n in subject.ep.graph_signature.user_outputs)
+        # The method returns the user outputs in the exported program's order (a
+        # constant, ``None``, too); the edge passes rename their nodes, so they go by
+        # the export's names.
+        names = tuple(o.name for o in user_outputs(subject.ep))
         return Lowered(record, found, program, names)
 
     def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
@@ -308,17 +310,56 @@ def _failure(sentence: str, e: BaseException, subject: Subject, program: Any) ->
     if node is not None:
         at_node = f" at node `{node.name}` ({nodes.op_name(node.target)})"
         where = subject.line_of(node)
+        if randomness.is_random(node):
+            # The line that draws, inside whatever helper ``forward`` called.
+            where = _drawing_line(node, subject) or where
         if where is not None:
             wheres.append(where)
     if not wheres:
         wheres = _lines_of_ops_named(detail, program, subject)
-    hint = ""
+    hint = _random_hint(node, detail)
     missing_out = _MISSING_OUT.search(detail)
     if missing_out:
         # A custom op: ExecuTorch runs every op through its out variant (``op.out``).
         hint = f"ExecuTorch runs each op through its out variant (`op.out`), and {missing_out.group(1)} has none: define one for the custom op, with a kernel in the runtime you deploy. "
     message = f"{sentence}{at_node}: {hint}{detail}"
     return [Diagnostic.at(ERROR, message, where, subject.name) for where in wheres or [subject.candidate.where]]
+
+
+def _drawing_line(node: Any, subject: Subject) -> SourceLine | None:
+    """The user's line the eager run drew ``node``'s numbers at (its n-th call of the op)."""
+    op = nodes.op_name(node.target)
+    same = [n for n in node.graph.nodes if n.op == "call_function" and n.target is node.target]
+    draw = randomness.placed(randomness.Draw(op, None, same.index(node)), randomness.drawn_lines(subject.built, subject.sources))
+    return draw.where
+
+
+# An op of ExecuTorch's message: ``torch._ops.aten.randn_like.default``.
+_ATEN_OP = re.compile(r"aten\.(\w+)\.(\w+)")
+
+
+def _random_hint(node: Any, detail: str) -> str:
+    """The sentence for a refused op that draws random numbers (``aten::randn_like``:
+    not core ATen, so the edge dialect has no form of it), or ""."""
+    import torch
+
+    op = None
+    if node is not None and randomness.is_random(node):
+        op = nodes.op_name(node.target)
+    else:
+        for name, overload in _ATEN_OP.findall(detail):
+            packet = getattr(torch.ops.aten, name, None)
+            target = getattr(packet, overload, None) if packet is not None else None
+            if target is not None and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ()):
+                op = nodes.op_name(target)
+                break
+    if op is None:
+        return ""
+    return (
+        f"`{op}` draws random numbers, and ExecuTorch's edge dialect has no form of it (it is not a core ATen op): "
+        "draw the numbers outside the program and pass them in as an input, or draw none when the model is not "
+        "training (`if self.training:`; in eval mode a VAE returns its mean). "
+    )
 
 
 def _lines_of_ops_named(text: str, program: Any, subject: Subject) -> list[SourceLine]:

@@ -56,6 +56,9 @@ class Onnx:
             with _quiet():
                 program = _convert(subject.ep, subject.loaded)
         except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
+            constants = _constant_outputs(subject) if any("node return" in str(c) for c in nodes.chain(e)) else []
+            if constants:
+                return Lowered(replace(record, status="error"), constants)
             status, found = _conversion_failure(e, subject)
             return Lowered(replace(record, status=status), found)
         try:
@@ -123,6 +126,26 @@ def _run_onnxruntime(program: Any, subject: Subject) -> list[Any]:
     args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (built.args, built.kwargs or {}))
     flat, _ = subject.ep._get_flat_args_with_check(args, kwargs)
     return list(program(*flat))
+
+
+def _constant_outputs(subject: Subject) -> list[Diagnostic]:
+    """torch.onnx (2.13) fails on a program that returns a constant number (``return x,
+    7``: ``'int' object has no attribute 'name'`` translating the ``return``): an ONNX
+    graph's outputs are values it computes. One error at the ``return`` line, naming
+    the outputs; ``None`` converts (it is dropped)."""
+    from exportlens.core.export.lowering.outputs import user_outputs
+
+    constants = [o for o in user_outputs(subject.ep) if o.kind == "constant" and o.value is not None]
+    if not constants:
+        return []
+    specs = [s for s in subject.signature.outputs if s.kind == "USER_OUTPUT"] if subject.signature else []
+    where = next((specs[o.position].source for o in constants if o.position < len(specs) and specs[o.position].source), None)
+    named = ", ".join(f"{o.name} (`{o.value!r}`)" for o in constants)
+    message = (
+        f"torch.onnx cannot convert a program that returns a constant number: {named}. An ONNX graph's outputs are values "
+        f"it computes; return the number outside the exported program, or as a tensor (`torch.tensor({constants[0].value!r})`)"
+    )
+    return [_error(message, subject, where)]
 
 
 def _conversion_failure(e: BaseException, subject: Subject) -> tuple[LoweringStatus, list[Diagnostic]]:

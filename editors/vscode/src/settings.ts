@@ -30,6 +30,7 @@ export const DIAGNOSTIC_CODES: readonly string[] = [
     'timeout',
     'worker-crash',
     'out-of-memory',
+    'training-mode',
     'lowering/onnx-unsupported',
     'lowering/onnx-error',
     'lowering/onnx-mismatch',

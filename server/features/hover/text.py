@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
 
 from exportlens.core.model import repeated
-from exportlens.core.model.lowering import Lowering
+from exportlens.core.model.lowering import Lowering, OutputComparison
 from exportlens.core.model.results import Diagnostic, TargetResult
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims, spec_text
 from exportlens.server.markup import Markup
@@ -166,13 +166,19 @@ def lowering_text(m: Markup, lowering: Lowering) -> str:
     then each compared output with its error and tolerance."""
     line = lowering.describe()
     text = line[0].upper() + line[1:]
-    rows = [
-        f"{o.name}  {o.dtype}  " + (f"max abs {o.max_abs:.3g}  max rel {o.max_rel:.3g}  (atol {o.atol:g}, rtol {o.rtol:g})" if o.shape_ok else "shape differs") + ("" if o.ok else "  DIFFERS")
-        for o in lowering.outputs
-    ]
+    rows = [f"{o.name}  {o.dtype}  " + _compared(o) + ("" if o.ok else "  DIFFERS") for o in lowering.outputs]
     if lowering.fallback_ops:
         text += "\n\nOn portable CPU kernels: " + ", ".join(m.code(op) for op in lowering.fallback_ops)
     return text + ("\n\n" + m.block(rows) if rows else "")
+
+
+def _compared(o: OutputComparison) -> str:
+    """What was compared of one output: the errors, or why only its shape or nothing."""
+    if o.compared != "values" or o.note:
+        return o.note
+    if not o.shape_ok:
+        return "shape differs"
+    return f"max abs {o.max_abs:.3g}  max rel {o.max_rel:.3g}  (atol {o.atol:g}, rtol {o.rtol:g})"
 
 
 def diagnostic_text(m: Markup, d: Diagnostic, here: str | None = None) -> str:

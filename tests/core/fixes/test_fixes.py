@@ -356,3 +356,65 @@ def test_a_tensor_attribute_updated_in_place_is_registered_as_a_buffer() -> None
     for statement in ("self.steps += 1", "self.steps.add_(1)"):
         [(_, preferred, text)] = _fixed(KV_CACHE, _diag(KV_CACHE, "banned-mutation/tensor-attribute", statement, message))
         assert preferred and "self.register_buffer('steps', torch.zeros(1), persistent=False)" in text, statement
+
+
+# ---------------------------------------------------------------- training mode
+
+TRAINING = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+    import exportlens
+
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(x)
+
+
+    model = Net()
+    example_args = (torch.randn(2, 4),)
+
+
+    @exportlens.target
+    def made():
+        return Net(), (torch.randn(2, 4),)
+
+
+    @exportlens.target
+    def as_dict():
+        net = Net()
+        return {"model": net if True else None, "example_args": (torch.randn(2, 4),)}
+    """
+)
+TRAINING_MESSAGE = "`Net` is exported in training mode, with `BatchNorm1d` `bn` (m.py:10): ..."
+
+
+def test_a_model_in_training_mode_gets_eval_where_it_is_made() -> None:
+    d = _diag(TRAINING, "training-mode", "model = Net()", TRAINING_MESSAGE)
+    [(title, preferred, text)] = _fixed(TRAINING, d)
+    assert text == TRAINING.replace("model = Net()\n", "model = Net().eval()\n")
+    assert title == "put the model in eval mode: `Net().eval()`" and preferred
+    d = _diag(TRAINING, "training-mode", "def made():", TRAINING_MESSAGE)
+    [(_, _, text)] = _fixed(TRAINING, d)
+    assert "    return Net().eval(), (torch.randn(2, 4),)\n" in text
+    # Not an atom: parenthesised first.
+    d = _diag(TRAINING, "training-mode", "def as_dict():", TRAINING_MESSAGE)
+    [(_, _, text)] = _fixed(TRAINING, d)
+    assert '{"model": (net if True else None).eval(), ' in text
+
+
+def test_no_eval_fix_where_no_expression_of_the_users_makes_the_module() -> None:
+    cases = {
+        "a decorated class": (TRAINING.replace("class Net(nn.Module):", "@exportlens.target(example_args=(torch.randn(2, 4),))\nclass Net(nn.Module):"), "class Net(nn.Module):"),
+        "already in eval mode": (TRAINING.replace("model = Net()", "model = Net().eval()"), "model = Net().eval()"),
+        "two returns": (TRAINING.replace("    return Net(), (torch.randn(2, 4),)", "    if True:\n        return Net(), ()\n    return Net(), (torch.randn(2, 4),)"), "def made():"),
+    }
+    for why, (source, statement) in cases.items():
+        d = _diag(source, "training-mode", statement, TRAINING_MESSAGE)
+        assert _fixed(source, d) == [], why
