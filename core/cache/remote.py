@@ -319,7 +319,7 @@ def _open(url: str, purpose: str) -> Any:
         if region and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
             kwargs["region"] = region
     retry = {"max_retries": 0, "retry_timeout": _seconds(LOOKUP_BOUND_S)} if purpose == "read" else None
-    return from_url(url, client_options=options, retry_config=retry, **kwargs)  # type: ignore[arg-type]
+    return from_url(url, client_options=options, retry_config=retry, **kwargs)  # type: ignore[arg-type,call-overload]
 
 
 def _seconds(s: float) -> Any:
