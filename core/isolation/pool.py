@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
-from exportlens.core.isolation import preload_record
+from exportlens.core.isolation import preload_record, startmethod
 from exportlens.core.isolation.jobclock import WALL_FACTOR
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -97,6 +97,7 @@ class WorkerPool:
     completion order (sort them if you need a stable order). ``preload_dir``: the
     folder of the preload record (the cache folder), so that workers started later
     preload what these learned; None keeps it for this pool's life only.
+    ``start_method``: "fork", "spawn", or "auto"/None (``startmethod.resolve``).
     """
 
     def __init__(
@@ -106,8 +107,13 @@ class WorkerPool:
         log_path: str | os.PathLike[str] | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         preload_dir: str | os.PathLike[str] | None = None,
+        start_method: str | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
+        # fork or spawn (``startmethod``): ``start_method`` is the front end's setting
+        # (flag, editor, pyproject), then $EXPORTLENS_START_METHOD, then the platform's.
+        self.start_method, self.start_why = startmethod.resolve(start_method)
+        log.info("workers start jobs by %s", startmethod.describe(self.start_method, self.start_why))
         self.limits = limits
         self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self._lock = threading.Lock()  # cancel() and submit() may come from other threads
@@ -431,7 +437,7 @@ class WorkerPool:
         interpreter is not executable, or gone). A retry would fail the same way,
         so the pool gives up at once."""
         try:
-            return WorkerProcess(self._log, self.record)
+            return WorkerProcess(self._log, self.record, self.start_method)
         except WorkerError as e:
             self._give_up(str(e))
             return None

@@ -29,6 +29,7 @@ from exportlens.core.isolation.messages import (
     MessageError,
     Phase,
     Progress,
+    StandbyWarm,
     TargetBegins,
     TargetDone,
     TargetsFound,
@@ -152,6 +153,8 @@ def on_event(
     starts a new timeout period."""
     if isinstance(message, TargetsFound):
         attempt.decls = list(message.targets)
+        return True
+    if isinstance(message, StandbyWarm):  # a spawned job finished importing torch: its time starts now
         return True
     if isinstance(message, TargetBegins):
         attempt.current = message.target
