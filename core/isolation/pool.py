@@ -97,7 +97,8 @@ class WorkerPool:
     completion order (sort them if you need a stable order). ``preload_dir``: the
     folder of the preload record (the cache folder), so that workers started later
     preload what these learned; None keeps it for this pool's life only.
-    ``start_method``: "fork", "spawn", or "auto"/None (``startmethod.resolve``).
+    ``start_method``: fork or spawn, as the front end resolved it (None: as
+    ``startmethod.resolve`` finds it with no setting: the environment, the platform).
     """
 
     def __init__(
@@ -107,13 +108,13 @@ class WorkerPool:
         log_path: str | os.PathLike[str] | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         preload_dir: str | os.PathLike[str] | None = None,
-        start_method: str | None = None,
+        start_method: startmethod.StartMethod | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
         # fork or spawn (``startmethod``): ``start_method`` is the front end's setting
         # (flag, editor, pyproject), then $EXPORTLENS_START_METHOD, then the platform's.
-        self.start_method, self.start_why = startmethod.resolve(start_method)
-        log.info("workers start jobs by %s", startmethod.describe(self.start_method, self.start_why))
+        self.start_method = start_method or startmethod.resolve()
+        log.info("workers start jobs by %s", self.start_method)
         self.limits = limits
         self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self._lock = threading.Lock()  # cancel() and submit() may come from other threads
@@ -437,7 +438,7 @@ class WorkerPool:
         interpreter is not executable, or gone). A retry would fail the same way,
         so the pool gives up at once."""
         try:
-            return WorkerProcess(self._log, self.record, self.start_method)
+            return WorkerProcess(self._log, self.record, self.start_method.method)
         except WorkerError as e:
             self._give_up(str(e))
             return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 CHOICES: tuple[str, ...] = ("auto", "fork", "spawn")
 DEFAULT = "auto"
@@ -29,8 +30,21 @@ def platform_default(platform: str = sys.platform) -> str:
     return "fork" if platform.startswith("linux") else "spawn"
 
 
-def resolve(explicit: str | None = None, project: str | None = None, env: str | None = None, platform: str = sys.platform) -> tuple[str, str]:
-    """``(method, why)``: "fork" or "spawn", and where the choice came from.
+@dataclass(frozen=True)
+class StartMethod:
+    """``method``: "fork" or "spawn"; ``why``: where the choice came from."""
+
+    method: str
+    why: str
+
+    def __str__(self) -> str:
+        """One line for the server's log and ``exportlens version``."""
+        how = "jobs forked from a warm worker" if self.method == "fork" else "each job a fresh process, one started ahead"
+        return f"{self.method} ({how}; {self.why})"
+
+
+def resolve(explicit: str | None = None, project: str | None = None, env: str | None = None, platform: str = sys.platform) -> StartMethod:
+    """"fork" or "spawn", and where the choice came from.
 
     ``explicit``: the CLI flag or editor setting; ``project``: pyproject's; ``env``:
     ``$EXPORTLENS_START_METHOD`` (read from the environment when None). A value that
@@ -42,13 +56,6 @@ def resolve(explicit: str | None = None, project: str | None = None, env: str | 
         value = (value or "").strip().lower()
         if value in ("fork", "spawn"):
             if value == "fork" and platform.startswith("win"):
-                return "spawn", f"{source} asks for fork, which Windows does not have"
-            return value, source
-    method = platform_default(platform)
-    return method, f"auto on {platform}"
-
-
-def describe(method: str, why: str) -> str:
-    """One line for the server's log and ``exportlens version``."""
-    how = "jobs forked from a warm worker" if method == "fork" else "each job a fresh process started ahead"
-    return f"{method} ({how}; {why})"
+                return StartMethod("spawn", f"{source} asks for fork, which Windows does not have")
+            return StartMethod(value, source)
+    return StartMethod(platform_default(platform), f"auto on {platform}")
