@@ -47,6 +47,7 @@ class Job:
     events_r: int
     output_r: int
     dump_fd: int
+    spawned: bool = False  # started without fork (``spawning``): it imports torch before its limits apply
 
 
 @dataclass

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
 from exportlens.core.isolation import preload_record, startmethod
-from exportlens.core.isolation.jobclock import WALL_FACTOR
+from exportlens.core.isolation.jobclock import WALL_FACTOR, WARM_UP_S
 from exportlens.core.isolation.messages import (
     Cancel,
     Export,
@@ -317,7 +317,9 @@ class WorkerPool:
         # event (at most WALL_FACTOR times that on the wall clock: ``jobclock``) and
         # reports progress on every target, so silence well past that means it is stuck.
         limits = worker.request.limits if worker.request else (self.limits or Limits())
-        return limits.timeout_s * WALL_FACTOR + 60.0
+        # A spawned job imports torch before its limit applies (``jobclock.WARM_UP_S``).
+        warm_up = WARM_UP_S * WALL_FACTOR if self.start_method.method == "spawn" else 0.0
+        return limits.timeout_s * WALL_FACTOR + 60.0 + warm_up
 
     def _poll(self, timeout: float, done: dict[int, FileResult]) -> None:
         selector = selectors.DefaultSelector()

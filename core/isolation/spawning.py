@@ -177,7 +177,7 @@ class Spawner:
                 os.close(fd)
         os.set_blocking(events_r, False)
         os.set_blocking(output_r, False)
-        return Job(pid, events_r, output_r, dump_fd), request_w
+        return Job(pid, events_r, output_r, dump_fd, spawned=True), request_w
 
 
 def _send(request_w: int, request: ExportRequest) -> bool:
