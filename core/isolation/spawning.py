@@ -94,12 +94,15 @@ class Spawner:
             done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
         except ChildProcessError:
             done = standby.job.pid
-        if not done and _send(standby.request_w, request):
+        if done:  # it died warming up (and is reaped now)
+            self._close(standby)
+            return None
+        if _send(standby.request_w, request):  # closes its end either way
             mark(f"zygote: spawned standby {standby.job.pid} takes request {request.id}")
             return standby.job
         signal_group(standby.job.pid)
         self.dying.add(standby.job.pid)
-        self._close(standby)
+        self._close(standby, request_w=False)
         return None
 
     def learn_from(self, pid: int) -> None:
@@ -127,8 +130,10 @@ class Spawner:
             os.rmdir(self.folder)
             self.folder = None
 
-    def _close(self, standby: Standby) -> None:
-        for fd in (standby.request_w, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
+    def _close(self, standby: Standby, request_w: bool = True) -> None:
+        for fd in (standby.request_w if request_w else -1, standby.job.events_r, standby.job.output_r, standby.job.dump_fd):
+            if fd < 0:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -223,6 +228,7 @@ def main(argv: list[str]) -> None:
         fakecache.install()  # the rules this job's are compared with (``fakecache.guard``)
     except BaseException as e:  # noqa: BLE001 - a failed warm-up only costs speed; the job says what breaks
         print(f"exportlens spawned job: warm-up failed: {type(e).__name__}: {e}", file=sys.stderr)
+    gc.freeze()  # torch's objects out of the collector's reach, as in a fork of the worker
     gc.enable()
     mark(f"spawned: warm (torch {version})")
     write_frame(events_fd, StandbyWarm())  # the job's clock starts now (``supervise``)
