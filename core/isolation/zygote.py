@@ -5,7 +5,10 @@ tiny export so lazy imports and caches are hot, and then forks one disposable ch
 per request. The child runs ``exportlens.core.export.job.run_job`` (the user's model code);
 a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
 Forking a warm zygote is what makes a job start in a fraction of a fresh
-interpreter's time (``bench/bench_startmethod.py`` measures it).
+interpreter's time (``bench/bench_startmethod.py`` measures it). That is the ``fork``
+start method; with ``spawn`` (``startmethod``: macOS, Windows, or chosen) the job
+processes are fresh interpreters instead (``spawning``), and so are the jobs of a
+file whose fork torch refused CUDA (``spawning.fork_refused``); the rest is the same.
 
 This module is the worker's protocol with the pool and its main loop. The rest of
 the worker is by subject: forking job processes and the warm standby

@@ -27,9 +27,11 @@ async def _standby_cmdline(server_pid: int, timeout: float = 180.0) -> str:
         for worker in children(server_pid):
             for job in children(worker):
                 try:
-                    return Path(f"/proc/{job}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    cmdline = Path(f"/proc/{job}/cmdline").read_bytes().replace(b"\0", b" ").decode()
                 except OSError:
                     continue
+                if cmdline:  # not a job that just ended (a zombie has none)
+                    return cmdline
         await asyncio.sleep(0.2)
     raise AssertionError("no job process started ahead")
 
