@@ -170,7 +170,7 @@ class Zygote:
             request = self.queue.popleft()
             self.current_id, self.cancel_current = request.id, False
             result = run_request(request, self.run_child)
-            if result is not None and request.path not in self.fresh and fork_refused(result):
+            if result is not None and self.method == "fork" and request.path not in self.fresh and fork_refused(result):
                 # torch refused CUDA in the fork (its warm-up touched CUDA here): the
                 # file's jobs start without fork from now on, this one again first.
                 self.fresh.add(request.path)
