@@ -14,6 +14,7 @@ from exportlens.core.isolation.jobprocess import BAD_FORK_STAND_IN
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from tests.core.isolation.test_preload import Site, export, project, wait_for, width_of
 from tests.core.isolation.test_standby import _idle_standby
 
 SPAWN = StartMethod("spawn", "test")
@@ -123,3 +124,28 @@ def test_a_fork_torch_refuses_cuda_is_run_again_spawned_and_remembered(tmp_path:
     # Only that file: another one still runs in a fork of the zygote.
     assert [t.status for t in other.targets] == ["ok"] and "exportlens.core.isolation.spawning" not in other.output_tail
     assert "zygote" in other.output_tail
+
+
+def test_a_spawned_standby_imports_what_the_worker_preloaded_before_its_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preloading where it applies: the worker still learns which libraries jobs
+    import and imports them while idle (under the same refusal rule); a spawned job
+    process imports them while it warms up, before the save that needs them."""
+    site = Site(tmp_path, monkeypatch)
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("EXPORTLENS_TRACE", str(trace))  # the workers inherit it
+    site.library("slowlib")
+    model = project(tmp_path / "a", ["slowlib"], width="slowlib.WIDTH")
+    with WorkerPool(1, preload_dir=tmp_path / "cache", start_method=SPAWN) as pool:
+        pool.wait_ready()
+        (worker,) = pool.worker_pids()
+        assert width_of(export(pool, model, 1)) == 3
+        [first_job] = site.importers("slowlib")
+        wait_for(lambda: worker in site.importers("slowlib"), "the idle worker imported slowlib")
+        # The standby started after that imports it with no request yet.
+        wait_for(lambda: len(site.importers("slowlib")) >= 3, "a standby imported slowlib while it warmed up")
+        standby = site.importers("slowlib")[-1]
+        assert standby not in (first_job, worker)
+        assert width_of(export(pool, model, 2)) == 3
+    # That standby ran the request, and imported slowlib once: before it.
+    assert f"zygote: spawned standby {standby} takes request 2" in trace.read_text()
+    assert site.importers("slowlib").count(standby) == 1
