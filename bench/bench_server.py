@@ -15,6 +15,12 @@ Prints, in one run, each number next to the baseline measured in the same run:
     fresh ``python`` that imports torch and exports the same model.
 
 Run: ``.venv/bin/python bench/bench_server.py`` (about four minutes on two cores).
+
+``--start-methods [SAVES]`` measures instead, in one run, (a)'s save-to-diagnostics of
+the small model with the workers' two start methods (``startMethod`` ``fork``, then
+``spawn``: every job a fresh interpreter, one started ahead; see
+``core/isolation/spawning.py``), 1.5 s apart and back to back, against torch's warm
+re-run measured between the saves and a fresh ``python`` per save.
 """
 
 from __future__ import annotations
@@ -299,5 +305,35 @@ async def main() -> None:
     )
 
 
+async def start_methods(saves: int) -> None:
+    """Save -> diagnostics with fork and with spawn, and torch's two baselines."""
+    global SAVES
+    SAVES = saves
+    work = Path(tempfile.mkdtemp(prefix="bench-startmethods-"))
+    small = work / "counter.py"
+    small.write_text((EXAMPLES / "counter.py").read_text())
+    fresh = fresh_python_ms(small)
+    warm = WarmTorch()
+    rows = []
+    for method in ("fork", "spawn"):
+        options = {"cache_dir": str(work / f"cache-{method}"), "startMethod": method}
+        async with running_server("visual-studio-code", work, options) as (client, _):
+            doc = Doc(client, small)
+            doc.open()
+            await client.diagnostics_for(doc.uri, 1)
+            for gap in (SAVE_GAP_S, 0.0):
+                ours, theirs = await save_latency(doc, gap, warm)
+                rows.append((method, gap, statistics.median(ours), statistics.median(theirs)))
+            doc.close()
+    warm.close()
+    print(f"save -> diagnostics of {small.name}, median of {SAVES} saves (cache misses), by start method; torch's warm re-run measured between the saves")
+    for method, gap, ours, theirs in rows:
+        pace = f"{gap:g} s apart" if gap else "back to back"
+        print(f"    {method:5s} {pace:13s}: exportlens {ours:6.0f} ms | torch warm re-run {theirs:6.0f} ms ({ours / theirs:5.2f}x) | fresh python per save {fresh:6.0f} ms ({ours / fresh:4.2f}x)")
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    if sys.argv[1:2] == ["--start-methods"]:
+        asyncio.run(start_methods(int(sys.argv[2]) if len(sys.argv) > 2 else 4))
+    else:
+        asyncio.run(main())

@@ -31,7 +31,9 @@ from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
 from exportlens.core.contract.snapshot import read as read_snapshot
+from exportlens.core.isolation import startmethod
 from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of
 from exportlens.core.project.settings import (
@@ -68,6 +70,7 @@ class Overrides:
     lower: tuple[str, ...] | None = None  # --lower, or the editor's lower; () lowers nothing
     keep_lowered: tuple[str, ...] = ()  # --save-onnx, --save-pte: the formats whose lowered programs' bytes the results carry
     weights: str | None = None  # --weights, or the editor's weights: "auto" or "real"
+    start_method: str | None = None  # --start-method, or the editor's startMethod: "auto", "fork" or "spawn"
 
 
 def limits_for(project: ProjectSettings, overrides: Overrides) -> tuple[Limits, bool]:
@@ -203,6 +206,11 @@ class Pipeline:
         """The cache folder for the file ``path`` (whether or not the cache is on)."""
         return cache_dir_for(settings_for(path), self.overrides)
 
+    def start_method(self, path: str) -> StartMethod:
+        """How workers started for the file ``path`` start their jobs: the override,
+        then ``$EXPORTLENS_START_METHOD``, then its pyproject, then the platform's."""
+        return startmethod.resolve(self.overrides.start_method, settings_for(path).start_method)
+
     def preload_dir(self, path: str) -> str | None:
         """Where the workers keep what they preload (``preload_record``) for the file
         ``path``: its cache folder; None with the cache off (then nothing outlives the pool)."""
@@ -334,7 +342,8 @@ class Pipeline:
             workers = max(1, min(jobs or os.cpu_count() or 1, len(misses)))
             on_event = _begins(listener, {r.id: p for p, r in misses.items()})
             preload_dir = self.preload_dir(next(iter(misses)))
-            with contextlib.nullcontext(pool) if pool is not None else WorkerPool(jobs=workers, on_event=on_event, preload_dir=preload_dir) as running:
+            method = self.start_method(next(iter(misses)))
+            with contextlib.nullcontext(pool) if pool is not None else WorkerPool(jobs=workers, on_event=on_event, preload_dir=preload_dir, start_method=method) as running:
                 if pool is not None:
                     pool.listen(on_event)
                 for result in running.run(misses.values()):

@@ -10,11 +10,15 @@ writes: the msgpack program schema, the JSON report, the snapshot file. Torch-fr
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import sys
 
 from exportlens import __version__
 from exportlens.core.contract.snapshot import FORMAT_VERSION
+from exportlens.core.isolation import startmethod
+from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.project.settings import settings_for
 from exportlens.core.serde.schema import SCHEMA_VERSION
 from exportlens.report import JSON_VERSION
 
@@ -35,6 +39,13 @@ def short() -> str:
     return f"exportlens {__version__} (torch {torch}, Python {platform.python_version()})"
 
 
+def start_method(cwd: str | None = None) -> StartMethod:
+    """How ``check`` run here would start its export processes (``startmethod``):
+    ``$EXPORTLENS_START_METHOD``, the project's pyproject, the platform."""
+    project = settings_for(os.path.join(cwd or os.getcwd(), "_")).start_method
+    return startmethod.resolve(None, project)
+
+
 def report() -> str:
     """Every version that decides what exportlens does, for ``exportlens version``."""
     rows = [
@@ -45,6 +56,7 @@ def report() -> str:
         ("JSON report", str(JSON_VERSION)),
         ("snapshot format", str(FORMAT_VERSION)),
         ("SARIF", "2.1.0"),
+        ("start method", str(start_method())),
     ]
     rows += [(name, installed(name) or "not installed") for name in OPTIONAL]
     width = max(len(name) for name, _ in rows)

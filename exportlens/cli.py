@@ -24,6 +24,7 @@ from exportlens.core.project.settings import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
     MEMORY_RANGE_MB,
+    START_METHOD_CHOICES,
     TIMEOUT_RANGE_S,
     WEIGHTS_CHOICES,
 )
@@ -90,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("file", metavar="PATH")
     show.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS")
     show.add_argument("--weights", choices=WEIGHTS_CHOICES, default=None, help="as for check")
+    _start_method_option(show)
     _cache_options(show)
 
     cache = sub.add_parser("cache", help="the result cache: clear it, or print where it is")
@@ -127,7 +129,17 @@ def _export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N", help="files exported in parallel (default: number of cores)")
     parser.add_argument("--strict", action="store_true", help="export with strict=True unless a target says otherwise")
     parser.add_argument("--weights", choices=WEIGHTS_CHOICES, default=None, help="auto: build large weights without values (the export never reads them) and use real ones only where a step needs them; real: always materialise them (default: pyproject's [tool.exportlens] weights, else auto)")
+    _start_method_option(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress line and no summary: the diagnostics (and signatures) only")
+
+
+def _start_method_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--start-method",
+        choices=START_METHOD_CHOICES,
+        default=None,
+        help="how the workers start each export process: fork a warm worker (Linux's default) or spawn a fresh interpreter, one started ahead (macOS's and Windows's); auto: the platform's (default: $EXPORTLENS_START_METHOD, pyproject's [tool.exportlens] start_method, else auto)",
+    )
 
 
 def project_folder(cwd: str | None = None) -> str:
@@ -249,7 +261,7 @@ def run(argv: list[str]) -> int:
     if args.command in ("check", "snapshot", "show", "cache", "graph"):
         _log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot"):
-        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights, start_method=args.start_method)
         overrides = _with_lowering(overrides, args)
         paths = args.paths or [project_folder()]
         view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
@@ -269,7 +281,7 @@ def run(argv: list[str]) -> int:
         if not os.path.exists(args.file):
             print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
             return 2
-        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights)
+        overrides = Overrides(timeout_s=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights, start_method=args.start_method)
         # A folder: the model files under it, found as ``check`` finds them.
         jobs = 1 if os.path.isfile(args.file) else None
         return _check([args.file], fmt="show", pipeline=Pipeline(overrides), jobs=jobs, signatures=True)

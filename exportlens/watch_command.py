@@ -175,7 +175,8 @@ def watch(session: Session, jobs: int | None) -> int:
         thread.start()
         files = survey(session.paths).files
         preload_dir = session.pipeline.preload_dir(files[0]) if files else None
-        pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(files) or 1)), preload_dir=preload_dir)
+        method = session.pipeline.start_method(files[0]) if files else None
+        pool = WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(files) or 1)), preload_dir=preload_dir, start_method=method)
         session.rewatch = lambda: _rewatch(loop, watcher, session)
         session.requeue = changes.put
         session.round(pool, None)

@@ -214,7 +214,8 @@ class ExportLensServer(LanguageServer):
             self.log_message(f"exportlens: worker ready ({event.detail})")
 
     def _on_worker_state(self, old: WorkerState, new: WorkerState) -> None:
-        self.log_message(f"exportlens: workers {old.value} -> {new.value}", types.MessageType.Log)
+        how = f" (jobs start by {self.bridge.start_method})" if new is WorkerState.STARTING and self.bridge.start_method else ""
+        self.log_message(f"exportlens: workers {old.value} -> {new.value}{how}", types.MessageType.Log)
 
     # ---- file watching
 

@@ -4,7 +4,7 @@ Sources, later ones winning: the defaults below, ``initializationOptions`` (eith
 ``{"exportlens": {...}}`` or the section itself), ``workspace/didChangeConfiguration``
 (or ``workspace/configuration``) section ``exportlens``. Per project,
 ``[tool.exportlens]`` in pyproject.toml supplies ``timeout``, ``memory_mb``, ``strict``,
-``lower``, ``weights``, ``cache_dir`` and ``cache_url`` unless the user set them explicitly in the editor: ``overrides``
+``lower``, ``weights``, ``start_method``, ``cache_dir`` and ``cache_url`` unless the user set them explicitly in the editor: ``overrides``
 hands the explicit ones to ``exportlens.core.pipeline``, which resolves them in the
 same order as for the CLI's flags (override, then pyproject, then default).
 
@@ -28,10 +28,12 @@ from exportlens.core.pipeline import Overrides
 from exportlens.core.project.settings import (
     DEFAULT_LOWER,
     DEFAULT_MEMORY_MB,
+    DEFAULT_START_METHOD,
     DEFAULT_STRICT,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WEIGHTS,
     MEMORY_RANGE_MB,
+    START_METHOD_CHOICES,
     TIMEOUT_RANGE_S,
     WEIGHTS_CHOICES,
 )
@@ -69,6 +71,9 @@ class Settings:
     strict: bool = DEFAULT_STRICT  # True: export with strict=True unless a target says otherwise
     lower: tuple[str, ...] = DEFAULT_LOWER  # formats to lower each export to (["onnx"]); pyproject's unless set
     weights: str = DEFAULT_WEIGHTS  # "auto" (fake where values are not needed) or "real"; pyproject's unless set
+    # How workers start export processes (``startmethod``): "auto", "fork" or "spawn";
+    # $EXPORTLENS_START_METHOD, then pyproject's, unless set.
+    start_method: str = DEFAULT_START_METHOD
     diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
     inlay_hints: bool = True  # the dtype and shape after each line the export recorded
     # The settings the user gave explicitly; pyproject values give way to these.
@@ -89,6 +94,7 @@ def overrides(settings: Settings) -> Overrides:
         strict=explicit("strict"),
         lower=explicit("lower"),
         weights=explicit("weights"),
+        start_method=explicit("start_method"),
         cache=settings.cache,
         cache_dir=settings.cache_dir,
         cache_url=settings.cache_url,
@@ -155,10 +161,13 @@ def _formats(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _weights(value: Any) -> str:
-    if value not in WEIGHTS_CHOICES:
-        raise ValueError(f"expected one of {', '.join(repr(w) for w in WEIGHTS_CHOICES)}, got {value!r}")
-    return str(value)
+def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(repr(w) for w in choices)}, got {value!r}")
+        return str(value)
+
+    return parse
 
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -172,7 +181,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache_write": _bool,
     "strict": _bool,
     "lower": _formats,
-    "weights": _weights,
+    "weights": _choice(WEIGHTS_CHOICES),
+    "start_method": _choice(START_METHOD_CHOICES),
     "inlay_hints": _bool,
 }
 

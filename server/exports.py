@@ -137,7 +137,7 @@ async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | N
     progress = JobProgress(server, "exportlens", f"exporting {name}")
     server.progress_for[request.id] = progress
     try:
-        result = await server.bridge.export(request, server.pipeline.preload_dir(request.path))
+        result = await server.bridge.export(request, server.pipeline.preload_dir(request.path), server.pipeline.start_method(request.path))
     except asyncio.CancelledError:
         progress.end("cancelled: the file changed")
         raise

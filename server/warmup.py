@@ -95,7 +95,7 @@ async def warm_if_models(server: Host, folders: list[str]) -> None:
         return
     if server.bridge.starts == 0 and not server.bridge.running:
         server.log_message(f"exportlens: warming a worker at start ({os.path.basename(found)} declares targets)", types.MessageType.Log)
-        server.bridge.warm(server.pipeline.preload_dir(found))
+        server.bridge.warm(server.pipeline.preload_dir(found), server.pipeline.start_method(found))
 
 
 def workspace_folders(root_uri: str | None, root_path: str | None, folder_uris: list[str]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Callable
 
 from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pool import PoolEvent, WorkerPool
+from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import FileResult
 
@@ -59,6 +60,7 @@ class ExportBridge:
         self._on_state = on_state
         self._log_path = log_path
         self._pool: WorkerPool | None = None
+        self.start_method: StartMethod | None = None  # the running pool's (``startmethod``)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._futures: dict[int, asyncio.Future[FileResult]] = {}
@@ -73,10 +75,11 @@ class ExportBridge:
         """Requests submitted and not answered yet."""
         return len(self._futures)
 
-    async def export(self, request: ExportRequest, preload_dir: str | None = None) -> FileResult:
+    async def export(self, request: ExportRequest, preload_dir: str | None = None, start_method: StartMethod | None = None) -> FileResult:
         """Run ``request`` on a warm worker. Cancel the awaiting task to kill the job.
-        ``preload_dir``: where workers started now keep what they preload."""
-        pool = self._ensure_started(preload_dir)
+        ``preload_dir``: where workers started now keep what they preload;
+        ``start_method``: how they start their jobs (``startmethod``)."""
+        pool = self._ensure_started(preload_dir, start_method)
         assert self._loop is not None
         future: asyncio.Future[FileResult] = self._loop.create_future()
         self._futures[request.id] = future
@@ -94,12 +97,12 @@ class ExportBridge:
             self._futures.pop(request.id, None)
             self._busy_changed()
 
-    def warm(self, preload_dir: str | None = None) -> None:
+    def warm(self, preload_dir: str | None = None, start_method: StartMethod | None = None) -> None:
         """Start the workers now, before any request, so the first export finds torch
         imported (and, from ``preload_dir``, the libraries earlier workers preloaded).
         Nothing once the bridge was closed (the server is shutting down)."""
         if self.state is not WorkerState.EXITED:
-            self._ensure_started(preload_dir)
+            self._ensure_started(preload_dir, start_method)
 
     async def close(self) -> None:
         """Stop the pool and its thread; requests still waiting fail with BridgeClosed."""
@@ -131,16 +134,17 @@ class ExportBridge:
 
     # ---- internals
 
-    def _ensure_started(self, preload_dir: str | None) -> WorkerPool:
+    def _ensure_started(self, preload_dir: str | None, start_method: StartMethod | None = None) -> WorkerPool:
         if self._pool is not None:
             return self._pool
         self._loop = asyncio.get_running_loop()
         self._stop = threading.Event()
-        self._set_state(WorkerState.STARTING)
         self.starts += 1
         mark("server: starting the workers")
-        pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread, preload_dir=preload_dir)
+        pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread, preload_dir=preload_dir, start_method=start_method)
+        self.start_method = pool.start_method
         self._pool = pool
+        self._set_state(WorkerState.STARTING)  # logged with the start method
         self._thread = threading.Thread(target=self._serve, args=(pool, self._stop), name="exportlens-pool", daemon=True)
         self._thread.start()
         return pool

@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+def pytest_report_header() -> str:
+    """Which start method the session's workers use: ``EXPORTLENS_START_METHOD=spawn``
+    runs the worker, server and CLI tests with every job a fresh interpreter (the
+    path macOS and Windows take); tests of what only fork has name fork themselves."""
+    from exportlens.core.isolation.startmethod import resolve
+
+    return f"exportlens start method: {resolve()}"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Every CLI run of the session (and every in-process ``ResultCache()``) uses one

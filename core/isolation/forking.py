@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,7 +33,8 @@ LESSON_PAUSE = 16  # saves of a file whose job had little to tell before it is a
 
 STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
 # Off with EXPORTLENS_HOT_PAGES=0: standbys then always warm up with a tiny export.
-HOT_PAGES = os.environ.get("EXPORTLENS_HOT_PAGES", "1") != "0"
+# They need a memfd to hand the pages over (Linux): elsewhere they are off too.
+HOT_PAGES = os.environ.get("EXPORTLENS_HOT_PAGES", "1") != "0" and hasattr(os, "memfd_create")
 # How long a request waits for a standby still writing its hot pages (~25 ms on an
 # idle machine) before it takes a fresh fork instead (a fork plus ~30 ms of faults).
 POPULATE_WAIT_S = 0.05
@@ -47,6 +49,7 @@ class Job:
     events_r: int
     output_r: int
     dump_fd: int
+    spawned: bool = False  # started without fork (``spawning``): it imports torch before its limits apply
 
 
 @dataclass
@@ -227,7 +230,7 @@ class Forker:
         the worker's own fds, only ``keep`` stays open in it."""
         events_r, events_w = os.pipe()
         output_r, output_w = os.pipe()
-        dump_fd = os.memfd_create("exportlens-stack")
+        dump_fd = dump_file()
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
@@ -252,6 +255,15 @@ class Forker:
         os.set_blocking(events_r, False)
         os.set_blocking(output_r, False)
         return Job(pid, events_r, output_r, dump_fd)
+
+
+def dump_file() -> int:
+    """Where a job's faulthandler writes its stack dump for the worker to read back:
+    a memfd, or where there is none (macOS) an unlinked temporary file."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("exportlens-stack")
+    with tempfile.TemporaryFile(prefix="exportlens-stack-") as f:
+        return os.dup(f.fileno())
 
 
 def end_job(job: Job, tail: Tail) -> str:

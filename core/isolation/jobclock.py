@@ -20,6 +20,9 @@ Torch-free.
 from __future__ import annotations
 
 WALL_FACTOR = 10.0
+# A spawned job's own time to import torch and warm up (``spawning``) before it says it
+# is warm; the request's limit applies from then on (its memory cap throughout).
+WARM_UP_S = 180.0
 
 
 def run_delay_s(pid: int) -> float | None:

@@ -40,6 +40,7 @@ from exportlens.core.isolation.trace import mark
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 PR_SET_PDEATHSIG = 1
 MAX_IMPORTED = 5000  # library modules one job reports to its worker
+BAD_FORK_STAND_IN = "EXPORTLENS_STAND_IN_CUDA_BAD_FORK"
 
 
 @dataclass
@@ -54,8 +55,16 @@ class Learning:
     resident: int  # anonymous resident pages then (``hotpages.anon_resident_pages``)
 
 
-def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: int, num_threads: int, learning: Learning | None = None) -> None:
-    """The disposable job process. Never returns."""
+def child_main(
+    request: ExportRequest,
+    events_fd: int,
+    output_fd: int,
+    dump_fd: int,
+    num_threads: int,
+    learning: Learning | None = None,
+    forked: bool = True,
+) -> None:
+    """The disposable job process, forked or spawned (``spawning``). Never returns."""
     code = 0
     exit_now = os._exit  # ours, before the model's code can replace it
     mark(f"job: request {request.id} starts")
@@ -76,6 +85,10 @@ def child_main(request: ExportRequest, events_fd: int, output_fd: int, dump_fd: 
         import torch
 
         torch.set_num_threads(num_threads)
+        if forked and os.environ.get(BAD_FORK_STAND_IN) == "1":
+            # The tests' stand-in for a CUDA build whose warm-up touched CUDA in the
+            # worker: torch's own fork check says yes, and torch raises its own error.
+            torch.cuda._is_in_bad_fork = lambda: True
         user_blas_threads()
         fakecache.record()
 

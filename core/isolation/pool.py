@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
-from exportlens.core.isolation import preload_record
-from exportlens.core.isolation.jobclock import WALL_FACTOR
+from exportlens.core.isolation import preload_record, startmethod
+from exportlens.core.isolation.jobclock import WALL_FACTOR, WARM_UP_S
 from exportlens.core.isolation.messages import (
     Cancel,
     Export,
@@ -97,6 +97,8 @@ class WorkerPool:
     completion order (sort them if you need a stable order). ``preload_dir``: the
     folder of the preload record (the cache folder), so that workers started later
     preload what these learned; None keeps it for this pool's life only.
+    ``start_method``: fork or spawn, as the front end resolved it (None: as
+    ``startmethod.resolve`` finds it with no setting: the environment, the platform).
     """
 
     def __init__(
@@ -106,8 +108,13 @@ class WorkerPool:
         log_path: str | os.PathLike[str] | None = None,
         on_event: Callable[[PoolEvent], None] | None = None,
         preload_dir: str | os.PathLike[str] | None = None,
+        start_method: startmethod.StartMethod | None = None,
     ) -> None:
         self.jobs = max(1, jobs)
+        # fork or spawn (``startmethod``): ``start_method`` is the front end's setting
+        # (flag, editor, pyproject), then $EXPORTLENS_START_METHOD, then the platform's.
+        self.start_method = start_method or startmethod.resolve()
+        log.info("workers start jobs by %s", self.start_method)
         self.limits = limits
         self._log: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self._lock = threading.Lock()  # cancel() and submit() may come from other threads
@@ -311,7 +318,9 @@ class WorkerPool:
         # event (at most WALL_FACTOR times that on the wall clock: ``jobclock``) and
         # reports progress on every target, so silence well past that means it is stuck.
         limits = worker.request.limits if worker.request else (self.limits or Limits())
-        return limits.timeout_s * WALL_FACTOR + 60.0
+        # A spawned job imports torch before its limit applies (``jobclock.WARM_UP_S``).
+        warm_up = WARM_UP_S * WALL_FACTOR if self.start_method.method == "spawn" else 0.0
+        return limits.timeout_s * WALL_FACTOR + 60.0 + warm_up
 
     def _poll(self, timeout: float, done: dict[int, FileResult]) -> None:
         selector = selectors.DefaultSelector()
@@ -432,7 +441,7 @@ class WorkerPool:
         interpreter is not executable, or gone). A retry would fail the same way,
         so the pool gives up at once."""
         try:
-            return WorkerProcess(self._log, self.record)
+            return WorkerProcess(self._log, self.record, self.start_method.method)
         except WorkerError as e:
             self._give_up(str(e))
             return None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from typing import Any, Callable
 
 from exportlens.core.isolation.jobprocess import DUMP_SIGNAL
 
@@ -44,9 +47,14 @@ def dump_stack(pid: int) -> None:
     # The dump is written from the signal handler, synchronously: 200 ms is plenty.
 
 
-def signal_group(pid: int) -> None:
+def signal_group(pid: int, platform: str = sys.platform, run: Callable[..., Any] = subprocess.run) -> None:
     """SIGKILL the job's process group (and the job, should it not lead one yet);
-    it still needs reaping."""
+    it still needs reaping. Windows has neither SIGKILL nor process groups: there
+    ``taskkill /F /T`` ends the job and every process it started, by their parent
+    links (``run`` runs it; a test passes its own)."""
+    if platform.startswith("win"):
+        run(["taskkill", "/F", "/T", "/PID", str(pid)], capture_output=True, check=False, timeout=30)
+        return
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)

@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 from exportlens.core.isolation.failure import exit_text
 from exportlens.core.isolation.forking import Job
-from exportlens.core.isolation.jobclock import JobClock
+from exportlens.core.isolation.jobclock import WARM_UP_S, JobClock
 from exportlens.core.isolation.messages import (
     ExportRequest,
     FakeCache,
@@ -29,6 +29,7 @@ from exportlens.core.isolation.messages import (
     MessageError,
     Phase,
     Progress,
+    StandbyWarm,
     TargetBegins,
     TargetDone,
     TargetsFound,
@@ -77,7 +78,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
     pid, events_r, output_r = job.pid, job.events_r, job.output_r
     limits = request.limits
     memory_kb = limits.memory_mb * 1024
-    clock = JobClock(pid, limits.timeout_s, time.monotonic())
+    clock = JobClock(pid, WARM_UP_S if job.spawned else limits.timeout_s, time.monotonic())
     next_poll = 0.0
     events = FrameDecoder()
     selector = selectors.DefaultSelector()
@@ -99,6 +100,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                     try:
                         for message in events.feed(b"".join(chunks)):
                             if on_event(message, request, attempt, control.send):
+                                clock.limit_s = limits.timeout_s
                                 clock.restart(time.monotonic())
                     except MessageError as e:
                         attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
@@ -152,6 +154,8 @@ def on_event(
     starts a new timeout period."""
     if isinstance(message, TargetsFound):
         attempt.decls = list(message.targets)
+        return True
+    if isinstance(message, StandbyWarm):  # a spawned job finished importing torch: its time starts now
         return True
     if isinstance(message, TargetBegins):
         attempt.current = message.target

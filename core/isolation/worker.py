@@ -46,12 +46,16 @@ class WorkerState(enum.Enum):
 class WorkerProcess:
     """One worker process and the request it holds."""
 
-    def __init__(self, log_file: IO[bytes] | int, record: str | None = None) -> None:
-        """Start the process (``record``: its preload record); WorkerError when it
-        cannot even be started."""
+    def __init__(self, log_file: IO[bytes] | int, record: str | None = None, start_method: str = "fork") -> None:
+        """Start the process (``record``: its preload record; ``start_method``: how it
+        starts its jobs, ``startmethod``); WorkerError when it cannot even be started."""
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "exportlens.core.isolation.zygote", *(["--preload-record", record] if record else [])],
+                [
+                    sys.executable, "-P", "-m", "exportlens.core.isolation.zygote",
+                    *(["--preload-record", record] if record else []),
+                    "--start-method", start_method,
+                ],  # fmt: skip
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log_file,

@@ -5,7 +5,10 @@ tiny export so lazy imports and caches are hot, and then forks one disposable ch
 per request. The child runs ``exportlens.core.export.job.run_job`` (the user's model code);
 a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
 Forking a warm zygote is what makes a job start in a fraction of a fresh
-interpreter's time (``bench/bench_startmethod.py`` measures it).
+interpreter's time (``bench/bench_startmethod.py`` measures it). That is the ``fork``
+start method; with ``spawn`` (``startmethod``: macOS, Windows, or chosen) the job
+processes are fresh interpreters instead (``spawning``), and so are the jobs of a
+file whose fork torch refused CUDA (``spawning.fork_refused``); the rest is the same.
 
 This module is the worker's protocol with the pool and its main loop. The rest of
 the worker is by subject: forking job processes and the warm standby
@@ -57,6 +60,7 @@ from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.preload import IDLE_S, Preloader, one_blas_thread
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
+from exportlens.core.isolation.spawning import Spawner, fork_refused
 from exportlens.core.isolation.supervise import Attempt, supervise
 from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import FileResult
@@ -65,7 +69,16 @@ REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is
 
 
 class Zygote:
-    def __init__(self, fin: int, fout: int, num_threads: int = 1, wake_r: int = -1, wake_w: int = -1, record: str | None = None) -> None:
+    def __init__(
+        self,
+        fin: int,
+        fout: int,
+        num_threads: int = 1,
+        wake_r: int = -1,
+        wake_w: int = -1,
+        record: str | None = None,
+        method: str = "fork",
+    ) -> None:
         self.fin = fin
         self.fout = fout
         self.inbox = FrameDecoder()
@@ -76,6 +89,11 @@ class Zygote:
         self.exiting = False
         self.wake_r = wake_r  # readable when a signal came (``signal.set_wakeup_fd(wake_w)``)
         self.forks = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
+        # The spawn start method (``startmethod``): every job when ``method`` is
+        # "spawn", else the jobs of the files a fork cannot serve (``fresh``).
+        self.method = method
+        self.spawns = Spawner(num_threads, self.forks.dying, self.preloaded_modules)
+        self.fresh: set[str] = set()  # files whose jobs are spawned: a fork could not serve them
         self.ending: tuple[int, Job, Tail] | None = None  # (request id, job, output) killed, to reap once its result is sent
         self.preloader = Preloader(record, self.send)
         self.idle_since = time.monotonic()  # when the last request ended
@@ -138,6 +156,7 @@ class Zygote:
         finally:
             self.finish_ending()
             self.forks.drop_standby()
+            self.spawns.close()
             kill_strays()  # a worker going away leaves nothing behind either
 
     def _serve(self) -> None:
@@ -146,7 +165,7 @@ class Zygote:
                 self.finish_ending()  # first: the standby must not inherit the job's pipes
                 if self.idle_work():
                     continue
-                self.forks.spawn_standby()
+                (self.spawns if self.method == "spawn" else self.forks).spawn_standby()
                 # Reap what was killed once it is gone, unless a request comes first.
                 self.wait_for_input(self.idle_timeout())
                 self.forks.reap_dead()
@@ -158,6 +177,13 @@ class Zygote:
             self.batch.discard(request.id)
             self.current_id, self.cancel_current = request.id, False
             result = run_request(request, self.run_child)
+            if result is not None and self.method == "fork" and request.path not in self.fresh and fork_refused(result):
+                # torch refused CUDA in the fork (its warm-up touched CUDA here): the
+                # file's jobs start without fork from now on, this one again first.
+                self.fresh.add(request.path)
+                print(f"exportlens worker: {request.path}: CUDA cannot be used in a forked process; its jobs are spawned from now on", file=sys.stderr)
+                mark(f"zygote: request {request.id} spawned again: the fork could not use CUDA")
+                result = run_request(request, self.run_child)
             self.current_id = None
             if result is None:
                 if not self.exiting:
@@ -215,6 +241,7 @@ class Zygote:
         if not self.preloader.wanted or time.monotonic() - self.idle_since < IDLE_S or self.input_waiting():
             return False
         self.forks.drop_standby()  # it would lack what is imported now, and copy-on-write slows the imports
+        self.spawns.drop_standby()  # it imported the modules held before
         why = self.preloader.step(self.input_waiting)
         if why is not None:
             self.retire(why)
@@ -270,19 +297,20 @@ class Zygote:
         """Run the request in a job process (the standby, else a new fork) and
         supervise it to its end."""
         attempt = Attempt()
-        job = self.forks.take_standby(request) or self.forks.fork_job(request)
+        starter: Forker | Spawner = self.spawns if self.method == "spawn" or request.path in self.fresh else self.forks
+        job = starter.take_standby(request) or starter.fork_job(request)
         mark(f"zygote: request {request.id} in job {job.pid}")
         self.send(JobStarted(request.id, job.pid))
         # The next save's process, forked now: a save right after this result finds it
         # warm instead of waiting for a fork and its hot pages (~35 ms).
-        self.forks.spawn_standby(busy=job)
+        starter.spawn_standby(busy=job)
         later = False
         try:
             supervise(self, job, request, attempt, tail)
             mark(f"zygote: request {request.id} job result read")
             if attempt.imported is not None:
                 self.preloader.learn(attempt.imported)
-            if attempt.fake_cache:
+            if attempt.fake_cache and starter is self.forks:  # a spawned job's forks are none of ours
                 self.answers.learn(attempt.fake_cache)
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
@@ -301,10 +329,15 @@ class Zygote:
             mark(f"zygote: request {request.id} job ended")
         return attempt
 
+    def preloaded_modules(self) -> list[str]:
+        """The library modules preloading imported here, in order: what a spawned job
+        imports before its request, as a fork would hold them."""
+        return [name for modules in self.preloader.modules.values() for name in modules]
+
     def only_the_job_left(self, job: Job) -> bool:
         """Whether the job has no child and no process it started was left to us
         (which ``reap_strays`` must kill before the result goes out)."""
-        known = {job.pid, *self.forks.kept_pids(), *self.forks.dying}
+        known = {job.pid, *self.forks.kept_pids(), *self.spawns.kept_pids(), *self.forks.dying}
         return not children(job.pid) and children(os.getpid()) <= known
 
     def finish_ending(self) -> None:
@@ -322,7 +355,7 @@ class Zygote:
 
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.
-        kill_strays(keep=self.forks.kept_pids())
+        kill_strays(keep=(*self.forks.kept_pids(), *self.spawns.kept_pids()))
         self.forks.dying.clear()
 
 
@@ -361,7 +394,10 @@ def main() -> None:
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
-    zygote = Zygote(fin, fout, num_threads, wake_r, wake_w, record=_record_path(sys.argv[1:]))
+    options = _options(sys.argv[1:])
+    method = options.get("start-method", "fork")
+    zygote = Zygote(fin, fout, num_threads, wake_r, wake_w, record=options.get("preload-record") or None, method=method)
+    print(f"exportlens worker: start method {method}", file=sys.stderr)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, zygote.terminate)
     zygote.preloader.start(started_ns)
@@ -369,11 +405,11 @@ def main() -> None:
     zygote.serve()
 
 
-def _record_path(argv: list[str]) -> str | None:
-    """``--preload-record PATH``: where the pool keeps what to preload (``preload_record``)."""
-    if len(argv) == 2 and argv[0] == "--preload-record" and argv[1]:
-        return argv[1]
-    return None
+def _options(argv: list[str]) -> dict[str, str]:
+    """``--preload-record PATH`` (where the pool keeps what to preload,
+    ``preload_record``) and ``--start-method fork|spawn`` (``startmethod``)."""
+    pairs = zip(argv[::2], argv[1::2], strict=False)
+    return {key.removeprefix("--"): value for key, value in pairs if key in ("--preload-record", "--start-method")}
 
 
 if __name__ == "__main__":

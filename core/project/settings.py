@@ -38,6 +38,10 @@ DEFAULT_LOWER: tuple[str, ...] = ()  # lowering is opt-in: it costs a conversion
 # tensors without values where no step needs them; "real" always materialises them.
 WEIGHTS_CHOICES: tuple[str, ...] = ("auto", "real")
 DEFAULT_WEIGHTS = "auto"
+# How the worker starts a job process (``exportlens.core.isolation.startmethod``): "auto"
+# is fork on Linux, spawn on macOS and Windows.
+START_METHOD_CHOICES: tuple[str, ...] = ("auto", "fork", "spawn")
+DEFAULT_START_METHOD = "auto"
 # The range of each limit, for every front end (pyproject, CLI flags, editor settings).
 TIMEOUT_RANGE_S = (0.1, 86_400.0)  # a tenth of a second to a day
 MEMORY_RANGE_MB = (64, 1 << 22)  # 64 MiB to 4 TiB
@@ -61,6 +65,7 @@ class ProjectSettings:
     targets: tuple[str, ...] = ()  # absolute "path.py:function" entries
     lower: tuple[str, ...] | None = None  # formats to lower to (``lower = ["onnx"]``)
     weights: str | None = None  # "auto" or "real" (``weights = "real"``)
+    start_method: str | None = None  # "auto", "fork" or "spawn" (``start_method = "spawn"``)
     problem: str | None = None  # why the section, or its targets, were ignored
     ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
     # Where in the pyproject.toml the problem is (1-based; the TOML error's position,
@@ -137,7 +142,8 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     cache_url = section.get("cache_url")
     cache_write = section.get("cache_write")
     lower, bad_lower = _lower(pyproject, section.get("lower"))
-    weights, bad_weights = _weights(pyproject, section.get("weights"))
+    weights, bad_weights = _choice(pyproject, "weights", WEIGHTS_CHOICES, section.get("weights"))
+    start_method, bad_start = _choice(pyproject, "start_method", START_METHOD_CHOICES, section.get("start_method"))
     targets: tuple[str, ...] = ()
     if problem is None:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
@@ -154,8 +160,9 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         targets=targets,
         lower=lower,
         weights=weights,
+        start_method=start_method,
         problem=problem,
-        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights) if why),
+        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights, bad_start) if why),
         problem_line=line,
         problem_column=column,
     )
@@ -185,14 +192,15 @@ def _lower(pyproject: str, value: Any) -> tuple[tuple[str, ...] | None, str | No
     return None, f"{pyproject}: [tool.exportlens] lower = {value!r} is not a list of formats ({known}); it is ignored"
 
 
-def _weights(pyproject: str, value: Any) -> tuple[str | None, str | None]:
-    """``weights = "auto" | "real"``; anything else is ignored and said, as for ``lower``."""
+def _choice(pyproject: str, key: str, choices: tuple[str, ...], value: Any) -> tuple[str | None, str | None]:
+    """``weights = "auto" | "real"``, ``start_method = "auto" | "fork" | "spawn"``;
+    anything else is ignored and said, as for ``lower``."""
     if value is None:
         return None, None
-    if isinstance(value, str) and value in WEIGHTS_CHOICES:
+    if isinstance(value, str) and value in choices:
         return value, None
-    known = " or ".join(repr(w) for w in WEIGHTS_CHOICES)
-    return None, f"{pyproject}: [tool.exportlens] weights = {value!r} is not {known}; it is ignored"
+    known = " or ".join(repr(w) for w in choices)
+    return None, f"{pyproject}: [tool.exportlens] {key} = {value!r} is not {known}; it is ignored"
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

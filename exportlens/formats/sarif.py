@@ -11,7 +11,7 @@ The tests validate the output against the official schema.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Iterable
 from urllib.parse import quote
 
@@ -57,11 +57,17 @@ def _rule(code: str) -> dict[str, Any]:
     }
 
 
-def _location(path: str, cwd: str) -> dict[str, Any]:
-    rel = os.path.relpath(path, cwd)
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
-        return {"uri": Path(path).as_uri()}
-    return {"uri": quote(Path(rel).as_posix()), "uriBaseId": SRCROOT}
+def _location(path: str, cwd: str, paths: Any = os.path, pure: type[PurePath] = Path) -> dict[str, Any]:
+    """A file under ``cwd`` relative to ``%SRCROOT%``, any other as a ``file://`` URI.
+    ``paths`` and ``pure`` are the platform's (a test passes ``ntpath`` and
+    ``PureWindowsPath``): on Windows a file on another drive has no relative path."""
+    try:
+        rel = paths.relpath(path, cwd)
+    except ValueError:  # Windows: another drive than cwd's
+        return {"uri": pure(path).as_uri()}
+    if rel == paths.pardir or rel.startswith(paths.pardir + paths.sep) or paths.isabs(rel):
+        return {"uri": pure(path).as_uri()}
+    return {"uri": quote(pure(rel).as_posix()), "uriBaseId": SRCROOT}
 
 
 def _region(path: str, line: int, column: int, end_line: int | None, end_column: int | None, columns: Columns) -> dict[str, Any]:

@@ -63,6 +63,7 @@ def effective_settings(server: Host) -> dict[str, Any]:
         "timeout_s": s.timeout_s,
         "memory_mb": s.memory_mb,
         "workers": s.workers,
+        "start_method": s.start_method,
         "cache": s.cache,
         "cache_dir": s.cache_dir,
         "cache_url": s.cache_url,

@@ -107,10 +107,10 @@ def apply_settings(server: Host) -> None:
         server.show_once(problem, types.MessageType.Warning)
     old, server.settings = server.settings, new
     server.scheduler.debounce_s = new.debounce_ms / 1000
-    if new.workers != old.workers:
+    if new.workers != old.workers or new.start_method != old.start_method:
         server.bridge.jobs = new.workers
         if server.bridge.running or server.bridge.starts:
-            # Restart the pool with the new size; what was running is exported again.
+            # Restart the pool with the new size or start method; what was running is exported again.
             async def restart() -> None:
                 await server.bridge.close()
                 server.reexport_open(lambda s: s.declares)

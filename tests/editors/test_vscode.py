@@ -150,6 +150,7 @@ UNSET = {
     "strict": None,
     "lower": None,
     "weights": None,
+    "startMethod": None,
     "diagnostics": None,
     "inlayHints": None,
 }

@@ -5,7 +5,7 @@
 // Code's Workspace Trust) and as
 // `workspace/didChangeConfiguration` `settings.exportlens`. Every key is always present;
 // `null` means "the user did not set this": the server then takes the value from the
-// project's `[tool.exportlens]` (timeout, memory, strict, lower, weights) or its own default. Sending the
+// project's `[tool.exportlens]` (timeout, memory, strict, lower, weights, start method) or its own default. Sending the
 // editor's defaults as if set would silently override every project's pyproject.
 
 /** The diagnostic codes (docs/contract.md, docs/diagnostics.md), for checking the `diagnostics` setting. */
@@ -46,6 +46,9 @@ export const LOWER_FORMATS: readonly string[] = ['onnx', 'executorch'];
 /** How models are built (the `weights` setting, `[tool.exportlens] weights`). */
 export const WEIGHTS_CHOICES: readonly string[] = ['auto', 'real'];
 
+/** How the workers start each export process (the `startMethod` setting, `[tool.exportlens] start_method`). */
+export const START_METHOD_CHOICES: readonly string[] = ['auto', 'fork', 'spawn'];
+
 /** The wire object: camelCase keys, `null` = not set by the user. */
 export interface ServerSettings {
     debounceMs: number | null;
@@ -59,6 +62,7 @@ export interface ServerSettings {
     strict: boolean | null;
     lower: string[] | null; // [] lowers nothing, whatever pyproject says
     weights: string | null; // "auto" (fake where no step needs values) or "real"
+    startMethod: string | null; // "auto", "fork" (Linux's default) or "spawn" (macOS's and Windows')
     diagnostics: Record<string, boolean> | null; // code -> shown
     inlayHints: boolean | null; // dtype/shape hints after each line of forward
 }
@@ -76,6 +80,7 @@ export const SERVER_DEFAULTS = {
     strict: false,
     lower: [],
     weights: 'auto',
+    startMethod: 'auto',
     diagnostics: {},
     inlayHints: true,
 } as const;
@@ -169,6 +174,17 @@ function cacheUrlSetting(value: unknown, problems: string[]): string | null {
     return null;
 }
 
+function startMethodSetting(value: unknown, problems: string[]): string | null {
+    if (typeof value === 'string' && START_METHOD_CHOICES.includes(value)) {
+        return value;
+    }
+    problems.push(
+        `exportlens.startMethod: expected ${START_METHOD_CHOICES.map((w) => JSON.stringify(w)).join(', ')}, got ${JSON.stringify(value)}; ` +
+            `using $EXPORTLENS_START_METHOD, the project's [tool.exportlens] start_method, else "auto"`,
+    );
+    return null;
+}
+
 function cacheDirSetting(value: unknown, problems: string[]): string | null {
     if (value === null || value === undefined || value === '') {
         return null;
@@ -234,6 +250,7 @@ export function toServerSettings(read: SettingReader): MappedSettings {
         strict: pick('strict', (v) => booleanSetting('strict', v, problems)),
         lower: pick('lower', (v) => lowerSetting(v, problems)),
         weights: pick('weights', (v) => weightsSetting(v, problems)),
+        startMethod: pick('startMethod', (v) => startMethodSetting(v, problems)),
         diagnostics: pick('diagnostics', (v) => diagnosticsSetting(v, problems)),
         inlayHints: pick('inlayHints', (v) => booleanSetting('inlayHints', v, problems)),
     };

@@ -20,6 +20,7 @@ from exportlens.core.isolation import fakecache, trace
 from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.forks import in_child
 
 
@@ -251,7 +252,7 @@ def test_through_a_worker_the_first_save_sends_its_entries_and_the_next_has_them
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
     model = tmp_path / "model.py"
     model.write_text(MODEL)
-    with WorkerPool(1) as pool:
+    with WorkerPool(1, start_method=StartMethod("fork", "forks inherit the worker's answers")) as pool:
         pool.wait_ready()
         results = []
         for i in range(2):

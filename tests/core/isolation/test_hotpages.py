@@ -19,7 +19,10 @@ from exportlens.core.isolation import fakecache, hotpages, jobprocess, trace
 from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.forks import in_child
+
+FORK = StartMethod("fork", "hot pages are what forks of the worker copy")  # whatever the session's start method
 
 PAGES = 64
 
@@ -118,7 +121,7 @@ def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
     model = tmp_path / "model.py"
     model.write_text(MODEL)
-    with WorkerPool(1) as pool:
+    with WorkerPool(1, start_method=FORK) as pool:
         pool.wait_ready()
         for i in range(2):
             # Each request once its standby is warm (the first records the pages).
@@ -170,7 +173,7 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
     log = tmp_path / "trace"
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
     model = tmp_path / "model.py"
-    with WorkerPool(1) as pool:
+    with WorkerPool(1, start_method=FORK) as pool:
         pool.wait_ready()
         takers = []
         for i, scale in enumerate(("2.0", "2.0", "3.0", "3.0")):

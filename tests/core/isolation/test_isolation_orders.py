@@ -16,6 +16,7 @@ import pytest
 
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.startmethod import resolve
 from exportlens.core.model.results import FileResult
 
 ROOMY = Limits(timeout_s=600, memory_mb=8192)
@@ -97,6 +98,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+# 100 exports: with spawn (``EXPORTLENS_START_METHOD=spawn``) each is a fresh interpreter,
+# so it takes many times longer than with fork, past the suite's 10-minute limit per test.
+@pytest.mark.timeout(600 if resolve().method == "fork" else 3600)
 def test_every_order_in_one_pool_gives_each_file_its_result_alone(project: Path, tmp_path: Path) -> None:
     alone = {}
     for i, name in enumerate(FILES):

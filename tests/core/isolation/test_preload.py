@@ -23,9 +23,13 @@ from exportlens.core.isolation import pool as pool_module
 from exportlens.core.isolation import preload_record
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.results import FileResult
 
 ROOMY = Limits(timeout_s=600, memory_mb=8192)
+# Tests that count which processes imported a library: forks inherit the worker's, a
+# spawned job imports them itself while it warms up (``test_spawn`` checks that).
+FORK = StartMethod("fork", "jobs inherit what the worker imported")
 WAIT_S = float(os.environ.get("TEST_WAIT_S", "600"))  # for the worker to do something while idle, on however loaded a machine
 
 LOGS_ITS_IMPORT = """
@@ -143,7 +147,7 @@ def cache(tmp_path: Path) -> Path:
 def test_a_library_is_imported_once_and_later_jobs_reuse_it(site: Site, cache: Path, tmp_path: Path) -> None:
     slowlib = site.library("slowlib")
     model = project(tmp_path / "a", ["slowlib"], width="slowlib.WIDTH")
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
         pool.wait_ready()
         (worker,) = pool.worker_pids()
         first = export(pool, model, 1)
@@ -160,7 +164,7 @@ def test_a_library_is_imported_once_and_later_jobs_reuse_it(site: Site, cache: P
         later = export(pool, model, 4)
         assert later.libraries == (str(slowlib),)
     # A new worker (a restarted server) imports it while idle, before any job asks.
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
         pool.wait_ready()
         (worker,) = pool.worker_pids()
         wait_for(lambda: worker in site.importers("slowlib"), "a new worker imported slowlib from the record")
@@ -195,7 +199,7 @@ def test_project_modules_are_never_preloaded_nor_shadowed_by_a_preloaded_library
     # Project b: its own slowlib.py, which its model must get, not the preloaded one.
     b = project(tmp_path / "b", ["slowlib"], width="slowlib.WIDTH", files={"slowlib.py": LOGS_ITS_IMPORT + "WIDTH = 7\n"})
     local = tmp_path / "b" / "slowlib.py"
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
         pool.wait_ready()
         (worker,) = pool.worker_pids()
         assert width_of(export(pool, a, 1)) == 3

@@ -30,6 +30,7 @@ const ALL_NULL: ServerSettings = {
     strict: null,
     lower: null,
     weights: null,
+    startMethod: null,
     diagnostics: null,
     inlayHints: null,
 };
@@ -60,6 +61,7 @@ test('every setting is carried under its camelCase key', () => {
             strict: true,
             lower: ['onnx'],
             weights: 'real',
+            startMethod: 'spawn',
             diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
             inlayHints: false,
         }),
@@ -77,6 +79,7 @@ test('every setting is carried under its camelCase key', () => {
         strict: true,
         lower: ['onnx'],
         weights: 'real',
+        startMethod: 'spawn',
         diagnostics: { 'mutation/buffer': false, 'data-dependent': true },
         inlayHints: false,
     });
@@ -103,7 +106,7 @@ test('unknown codes and non-boolean switches are dropped with one message each',
 
 test('bad values fall back to the server default (null) and say which setting and why', () => {
     const { settings, problems } = toServerSettings(
-        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], weights: 'fake', cacheDir: 42, cacheUrl: 'http://x', cacheWrite: 'yes', diagnostics: 7, inlayHints: 'off' }),
+        reader({ debounceMs: -5, timeout: 'slow', memoryMb: 10.5, workers: 0, cache: 'yes', strict: 1, lower: ['tflite'], weights: 'fake', startMethod: 'forkserver', cacheDir: 42, cacheUrl: 'http://x', cacheWrite: 'yes', diagnostics: 7, inlayHints: 'off' }),
     );
     assert.deepEqual(settings, ALL_NULL);
     const named = problems.map((p) => p.split(':')[0]);
@@ -119,12 +122,14 @@ test('bad values fall back to the server default (null) and say which setting an
         'exportlens.strict',
         'exportlens.lower',
         'exportlens.weights',
+        'exportlens.startMethod',
         'exportlens.diagnostics',
         'exportlens.inlayHints',
     ]);
     assert.match(problems[0], /using the default 300/);
     assert.match(problems[10], /exportlens\.weights: expected "auto" or "real", got "fake"/);
-    assert.match(problems[12], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
+    assert.match(problems[11], /exportlens\.startMethod: expected "auto", "fork", "spawn", got "forkserver"/);
+    assert.match(problems[13], /exportlens\.inlayHints: expected true or false, got "off"; using the default true/);
 });
 
 test('cacheUrl "" turns the shared cache off (it reaches the server); null leaves it to $EXPORTLENS_CACHE_URL or pyproject', () => {
