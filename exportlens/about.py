@@ -14,6 +14,7 @@ import platform
 import sys
 
 from exportlens import __version__
+from exportlens.core import torchversion
 from exportlens.core.contract.snapshot import FORMAT_VERSION
 from exportlens.core.serde.schema import SCHEMA_VERSION
 from exportlens.report import JSON_VERSION
@@ -35,11 +36,20 @@ def short() -> str:
     return f"exportlens {__version__} (torch {torch}, Python {platform.python_version()})"
 
 
+def _torch_row() -> str:
+    version = installed("torch")
+    if version is None:
+        return f"not installed (the export workers need it: {torchversion.SPEC})"
+    if torchversion.supported(version):
+        return f"{version} (supported: {torchversion.SPEC})"
+    return f"{version} (outside the supported range {torchversion.SPEC})"
+
+
 def report() -> str:
     """Every version that decides what exportlens does, for ``exportlens version``."""
     rows = [
         ("exportlens", __version__),
-        ("torch", installed("torch") or "not installed (the export workers need it)"),
+        ("torch", _torch_row()),
         ("Python", f"{platform.python_version()} ({sys.executable})"),
         ("program schema", ".".join(map(str, SCHEMA_VERSION))),
         ("JSON report", str(JSON_VERSION)),
