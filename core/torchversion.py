@@ -26,7 +26,7 @@ PINNED = "2.13.0"  # the CPU build scripts/setup installs for the project's own 
 
 # Extras whose compiled parts are built against one torch minor release and which
 # name no torch version themselves: (distribution, its release) -> the torch it needs.
-PAIRED = {("executorch", (1, 5)): (2, 13)}
+PAIRED: dict[tuple[str, tuple[int, ...]], tuple[int, ...]] = {("executorch", (1, 5)): (2, 13)}
 PAIR_PINS = {"executorch": "executorch==1.5.1"}  # the pin each extra holds in pyproject.toml
 
 

@@ -468,9 +468,9 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
 def _interned_files() -> dict[Any, str]:
     """Id -> file name of every string torch's structured logging interned so far."""
     try:
-        from torch._logging.structured import INTERN_TABLE
+        from exportlens.core.torchcompat import intern_table
 
-        return {i: s for s, i in INTERN_TABLE.items()}
+        return intern_table()
     except (ImportError, AttributeError):
         return {}
 

@@ -21,11 +21,8 @@ from typing import Any
 
 import sympy
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.export import graph_signature as gs
-from torch.export.exported_program import _create_graph_module_for_export
 from torch.fx.experimental import symbolic_shapes
-from torch.utils._sympy.value_ranges import ValueRanges
 
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
@@ -33,6 +30,8 @@ from exportlens.core.serde.expressions import parse_expr
 from exportlens.core.serde.reader import StringTable
 from exportlens.core.serde.validate import check_name, check_path, resolve_target
 from exportlens.core.serde.weights import MAX_RANK
+from exportlens.core.torchcompat import FakeTensor, FakeTensorMode, ValueRanges
+from exportlens.core.torchcompat import create_graph_module_for_export as _create_graph_module_for_export
 
 __all__ = ["GraphBuilder", "NeedsShapeEnv"]
 

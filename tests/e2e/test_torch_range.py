@@ -9,6 +9,7 @@ front end reads the version (it never imports torch)."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -92,3 +93,66 @@ def test_version_names_the_range(tmp_path: Path) -> None:
     assert re.search(r"^torch\s+2\.9\.1 \(outside the supported range torch>=2\.10,<2\.16\)$", proc.stdout, re.M), proc.stdout
     proc = run_cli("version")
     assert re.search(r"^torch\s+\S+ \(supported: torch>=2\.10,<2\.16\)$", proc.stdout, re.M), proc.stdout
+
+
+# A torch without one of the private names a feature needs: ``torch.nn.init`` loses
+# ``_no_grad_trunc_normal_`` as it is imported, in every process of the run (the CLI,
+# the worker, its jobs), as a torch that renamed it would be.
+WITHOUT_TRUNC_NORMAL = '''\
+import importlib.abc
+import importlib.util
+import sys
+
+
+class _Strip(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "torch.nn.init":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            del module._no_grad_trunc_normal_
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Strip())
+'''
+
+LARGE = """\
+import torch
+
+
+class Large(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(1024, 1024)  # 4 MB: built fake by default
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+model = Large()
+example_args = (torch.randn(2, 1024),)
+"""
+
+
+def test_a_feature_this_torch_lacks_is_said_with_its_version(tmp_path: Path) -> None:
+    (tmp_path / "large.py").write_text(LARGE)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WITHOUT_TRUNC_NORMAL)
+    proc = run_cli("check", "--format", "json", "--no-cache", str(tmp_path / "large.py"), cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert proc.returncode == 0, proc.stderr
+    [target] = json.loads(proc.stdout)["files"][0]["targets"]
+    version = torchversion.installed()
+    assert target["status"] == "ok" and target["weights"] == "real", target
+    assert target["weights_note"] == f"built with real weights: fake weights need torch.nn.init._no_grad_trunc_normal_, which torch {version} does not have"
+    # The same file with this torch as it is: fake weights, no note.
+    proc = run_cli("check", "--format", "json", "--no-cache", str(tmp_path / "large.py"), cwd=tmp_path)
+    [target] = json.loads(proc.stdout)["files"][0]["targets"]
+    assert target["status"] == "ok" and target["weights"] == "fake" and not target.get("weights_note"), target
