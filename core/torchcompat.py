@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import sympy
 import torch
 from torch._export.verifier import SpecViolationError, load_verifier
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
@@ -60,6 +61,7 @@ __all__ = [
     "is_tensor_constructor",
     "like_tensor_constructors",
     "has_effects",
+    "add_hint",
     "intern_table",
 ]
 
@@ -116,6 +118,21 @@ def at_least(major: int, minor: int) -> bool:
 is_tensor_constructor: Any = _reach("torch._subclasses.fake_impls", "_is_tensor_constructor")
 like_tensor_constructors: Any = _reach("torch._subclasses.fake_impls", "_like_tensor_constructors") or ()
 has_effects: Any = _reach("torch._higher_order_ops.effects", "has_effects")
+
+
+def add_hint(shape_env: Any, sym: Any, hint: Any) -> None:
+    """Record ``hint`` as ``sym``'s value in ``shape_env`` (unless it has one), as this
+    torch's own deserializer does (``torch/_export/serde/serialize.py``): torch 2.10 to
+    2.12 keep the values in ``var_to_val``, 2.13 on in ``backed_var_to_val``; 2.15 records
+    symbols only (it indexes them by name), where 2.13 and 2.14 took any expression."""
+    values = getattr(shape_env, "backed_var_to_val", None)
+    if values is None:
+        if sym not in shape_env.var_to_val:
+            shape_env.add_var_to_val(sym, hint)
+        return
+    if sym in values or (at_least(2, 15) and not isinstance(sym, sympy.Symbol)):
+        return
+    shape_env.add_backed_var_to_val(sym, hint)
 
 
 def intern_table() -> dict[int, str]:

@@ -156,3 +156,20 @@ def test_a_feature_this_torch_lacks_is_said_with_its_version(tmp_path: Path) -> 
     proc = run_cli("check", "--format", "json", "--no-cache", str(tmp_path / "large.py"), cwd=tmp_path)
     [target] = json.loads(proc.stdout)["files"][0]["targets"]
     assert target["status"] == "ok" and target["weights"] == "fake" and not target.get("weights_note"), target
+
+
+def test_executorch_with_another_torch_says_which_torch_lowering_needs(tmp_path: Path) -> None:
+    # executorch 1.5.1 (the extra's pin) is built against torch 2.13; this torch claims
+    # 2.14.0 (inside the range: the export runs), so lowering says what to install.
+    (tmp_path / "model.py").write_text(MODEL)
+    fake = fake_torch(tmp_path / "site", "2.14.0")
+    proc = run_cli("check", "--format", "json", "--no-cache", "--lower", "executorch", str(tmp_path / "model.py"), cwd=tmp_path, env={"PYTHONPATH": str(fake)})
+    assert proc.returncode == 1, proc.stderr
+    [entry] = json.loads(proc.stdout)["files"]
+    [target] = entry["targets"]
+    assert target["status"] == "ok"  # the export itself is this torch's
+    assert target["lowering"]["executorch"]["status"] == "unavailable", target["lowering"]
+    [diagnostic] = [d for d in entry["diagnostics"] if d["code"] == "lowering/executorch-error"]
+    assert diagnostic["message"].startswith("lowering to ExecuTorch is off: executorch 1.5.1")
+    assert "is built against torch 2.13 and this environment has torch 2.14.0" in diagnostic["message"]
+    assert "-m pip install 'torch==2.13.*' 'executorch==1.5.1'" in diagnostic["message"]
