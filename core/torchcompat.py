@@ -122,9 +122,9 @@ has_effects: Any = _reach("torch._higher_order_ops.effects", "has_effects")
 
 def add_hint(shape_env: Any, sym: Any, hint: Any) -> None:
     """Record ``hint`` as ``sym``'s value in ``shape_env`` (unless it has one), as this
-    torch's own deserializer does (``torch/_export/serde/serialize.py``): torch 2.10 to
-    2.12 keep the values in ``var_to_val``, 2.13 on in ``backed_var_to_val``; 2.15 records
-    symbols only (it indexes them by name), where 2.13 and 2.14 took any expression."""
+    torch's own deserializer does (``torch/_export/serde/serialize.py``): torch 2.10
+    keeps the values in ``var_to_val``, 2.11 on in ``backed_var_to_val``; 2.15 records
+    symbols only (it indexes them by name), where 2.11 to 2.14 took any expression."""
     values = getattr(shape_env, "backed_var_to_val", None)
     if values is None:
         if sym not in shape_env.var_to_val:
