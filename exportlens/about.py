@@ -15,6 +15,7 @@ import platform
 import sys
 
 from exportlens import __version__
+from exportlens.core import torchversion
 from exportlens.core.contract.snapshot import FORMAT_VERSION
 from exportlens.core.isolation import startmethod
 from exportlens.core.isolation.startmethod import StartMethod
@@ -46,11 +47,20 @@ def start_method(cwd: str | None = None) -> StartMethod:
     return startmethod.resolve(None, project)
 
 
+def _torch_row() -> str:
+    version = installed("torch")
+    if version is None:
+        return f"not installed (the export workers need it: {torchversion.SPEC})"
+    if torchversion.supported(version):
+        return f"{version} (supported: {torchversion.SPEC})"
+    return f"{version} (outside the supported range {torchversion.SPEC})"
+
+
 def report() -> str:
     """Every version that decides what exportlens does, for ``exportlens version``."""
     rows = [
         ("exportlens", __version__),
-        ("torch", installed("torch") or "not installed (the export workers need it)"),
+        ("torch", _torch_row()),
         ("Python", f"{platform.python_version()} ({sys.executable})"),
         ("program schema", ".".join(map(str, SCHEMA_VERSION))),
         ("JSON report", str(JSON_VERSION)),

@@ -260,6 +260,13 @@ def run(argv: list[str]) -> int:
         return 0
     if args.command in ("check", "snapshot", "show", "cache", "graph"):
         _log_to_stderr()  # the server sets up its own logging
+    if args.command in ("check", "snapshot", "show"):
+        from exportlens.core import torchversion
+
+        unsupported = torchversion.problem()  # from the installed metadata: torch is not imported here
+        if unsupported is not None:
+            print(f"exportlens {args.command}: {unsupported}", file=sys.stderr)
+            return 2
     if args.command in ("check", "snapshot"):
         overrides = Overrides(timeout_s=args.timeout, memory_mb=args.memory_mb, strict=args.strict or None, cache=not args.no_cache, cache_dir=args.cache_dir, cache_url=args.cache_url, cache_write=args.cache_write, weights=args.weights, start_method=args.start_method)
         overrides = _with_lowering(overrides, args)

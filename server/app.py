@@ -24,6 +24,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
+from exportlens.core import torchversion
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
@@ -130,7 +131,10 @@ class ExportLensServer(LanguageServer):
     def warm(self) -> None:
         """Warm a worker when a trusted workspace folder has a model file (``warmup``)."""
         folders = [f for f in self.trust.folders if self.trust.allows(f)]
-        if folders:
+        unsupported = torchversion.problem()  # a worker would import a torch no result may come from
+        if unsupported is not None:
+            self.log_message(f"exportlens: no worker is warmed: {unsupported}", types.MessageType.Warning)
+        elif folders:
             self.background(warmup.warm_if_models(self, folders), "warming a worker")
         else:
             self.log_message("exportlens: no trusted workspace folder; no worker is warmed", types.MessageType.Log)

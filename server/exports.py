@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from exportlens.core import torchversion
 from exportlens.core.isolation.messages import ExportRequest
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
 from exportlens.server import overlays, pyproject_view, views
@@ -76,6 +77,10 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
             diagnostics.publish(server, state)
         await views.show_module(server, state, generation)
         return
+    unsupported = torchversion.problem()  # the installed metadata: the server never imports torch
+    if unsupported is not None:
+        _hold_for_torch(server, state, unsupported, text, version)
+        return
     state.declares, state.view = True, False
     pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
     # The project's other open modules as their buffers hold them (``overlays``).
@@ -108,6 +113,19 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
     overlaid = [p for p, _ in request.overlays]
     server.background(_recheck(server, uri, state, result, overlaid, watched), "checking the files an export read")
+
+
+def _hold_for_torch(server: Host, state: DocumentState, message: str, text: str, version: int | None) -> None:
+    """The environment's torch is outside the supported range (or missing): one
+    ``unsupported-torch`` error on line 1 instead of a result no tested torch made, and
+    one message box. The next export probes again, so installing a supported torch
+    and saving (or ``exportlens.reexport``) is enough."""
+    state.declares, state.view = True, False
+    state.result, state.index, state.hints, state.from_cache = None, None, None, False
+    state.result_lines, state.result_version = split_lines(text), version
+    state.notice = Diagnostic(code="unsupported-torch", message=message, line=1)
+    diagnostics.publish(server, state)
+    server.show_once(f"exportlens: {message}", types.MessageType.Error)
 
 
 async def _recheck(server: Host, uri: str, state: DocumentState, result: FileResult, overlaid: list[str], watched: tuple[str, ...]) -> None:

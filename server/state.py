@@ -45,7 +45,8 @@ class DocumentState:
     # source, or does not tokenize), for the result it was computed for.
     result_tokens: tuple[FileResult, str | None] | None = None
     failure: str | None = None  # the last export's own failure (not a diagnostic), for status
-    # Its folder is not trusted: the ``untrusted-folder`` notice it shows instead of a result.
+    # The notice it shows instead of a result: ``untrusted-folder`` (its folder is not
+    # trusted) or ``unsupported-torch`` (the environment's torch is outside the range).
     notice: Diagnostic | None = None
 
     def line_unchanged(self, current: list[str], line: int) -> bool:

@@ -334,7 +334,7 @@ def diagnose_failure(
         declared = shapes_spec.declaration(index, _extent(candidate, index)) or candidate.where
         return [Diagnostic.at(code, analyze.message_for(code, facts, name), declared, name)]
     if code == "data-dependent":
-        collected = _data_dependent(built, sources, name)
+        collected = _data_dependent(built, sources, name, policy)
         if collected:
             return collected
     if code == "constraint-violation":
@@ -440,11 +440,11 @@ def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
     return next(((first, last) for at, first, last in spans if at == line), None)
 
 
-def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None]]:
+def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None]] | None:
     """``(failure type, expression, the innermost frame in the user's files, the
     innermost frame of all when it is deeper: inside a library the user's code
     called)`` for each problem ``draft_export`` records with a user stack, where
-    ``export`` stops at the first."""
+    ``export`` stops at the first; None when ``draft_export`` itself failed."""
     import torch
 
     try:
@@ -453,7 +453,7 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
             ep = torch.export.draft_export(built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict)
         report = ep._report  # type: ignore[attr-defined]
     except BaseException:  # noqa: BLE001 - fall back to the first error alone
-        return []
+        return None
     # A report names files by ids of torch's process-wide intern table, and lists only
     # the names first interned during its own run: the second target of a file finds
     # the model's file under an id the first target's run interned.
@@ -476,17 +476,22 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
 def _interned_files() -> dict[Any, str]:
     """Id -> file name of every string torch's structured logging interned so far."""
     try:
-        from torch._logging.structured import INTERN_TABLE
+        from exportlens.core.torchcompat import intern_table
 
-        return {i: s for s, i in INTERN_TABLE.items()}
+        return intern_table()
     except (ImportError, AttributeError):
         return {}
 
 
-def _data_dependent(built: Built, sources: Sources, name: str) -> list[Diagnostic]:
+def _data_dependent(built: Built, sources: Sources, name: str, policy: Policy) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[tuple[str, int]] = set()
-    for kind, expr, frame, inner in _draft_failures(built, sources):
+    failures = _draft_failures(built, sources)
+    if failures is None and built.weights == "fake":
+        # torch 2.15's draft_export copies every weight's values, and stops at a fake
+        # one: with real weights (where they fit) it names the line.
+        built.weights_note = policy.require_values(built, "draft_export, which finds the line of a data-dependent guard, needs the weights' values with this torch") or ""
+    for kind, expr, frame, inner in failures or []:
         key = (os.path.realpath(frame.file), frame.line)
         if kind != "DATA_DEPENDENT_ERROR" or key in seen:
             continue
@@ -513,7 +518,7 @@ def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
     the user's files they are."""
     related = []
     seen: set[tuple[str, int]] = set()
-    for kind, expr, frame, _ in _draft_failures(built, sources):
+    for kind, expr, frame, _ in _draft_failures(built, sources) or []:
         key = (os.path.realpath(frame.file), frame.line)
         if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and key not in seen:
             seen.add(key)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import logging
 import os
 from typing import Any, Callable, Iterator
 
@@ -91,9 +92,15 @@ _own_rules = False  # this job changed the rules: it computes everything itself
 def install() -> None:
     """In the zygote, once torch is imported: the hook through which a job notes its
     questions (inert until ``record``), and the rules jobs are compared with."""
-    global _original
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    global _original, ENABLED
+    from exportlens.core import torchcompat
+    from exportlens.core.torchcompat import FakeTensorMode
 
+    off = torchcompat.lacks("fake-answers")
+    if off is not None:  # a torch without the hook or the cache: every job computes its own
+        ENABLED = False
+        logging.getLogger(__name__).warning("exportlens: %s; each job computes its own fake-tensor answers", off)
+        return
     if _original is None:
         _original = FakeTensorMode._cached_dispatch_impl
         FakeTensorMode._cached_dispatch_impl = _recorded  # type: ignore[method-assign]
@@ -106,7 +113,10 @@ def settle() -> None:
     global _rules, _kernels
     import sys
 
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    if _original is None:
+        return  # not installed (``install``): no rules to compare with
+
+    from exportlens.core.torchcompat import FakeTensorMode
 
     _rules = observable.take([m for m in RULE_MODULES if m in sys.modules], environ=False)
     ops = {key.key[0] for key in FakeTensorMode.cache if key.key}
@@ -138,7 +148,7 @@ def _recorded(self: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     questions = _questions
     if questions is None:
         return _original(self, func, types, args, kwargs)
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from exportlens.core.torchcompat import FakeTensorMode
 
     cache = FakeTensorMode.cache
     before = len(cache)
@@ -159,7 +169,7 @@ def guard() -> None:
         return
     if not _rules_changed():
         return
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from exportlens.core.torchcompat import FakeTensorMode
 
     FakeTensorMode.cache.clear()
     _own_rules, _questions = True, None
@@ -196,15 +206,14 @@ def _question(func: Any, args: Any, kwargs: Any, key: Any) -> list[Any] | None:
     the call is not one to carry (another namespace, a value with no plain form)."""
     import torch
 
-    if not isinstance(func, torch._ops.OpOverload) or not _carried(func):
+    from exportlens.core.torchcompat import FakeTensor, OpOverload, pytree
+
+    if not isinstance(func, OpOverload) or not _carried(func):
         return None
     state = key.key
     if len(state) < 6 or state[0] is not func:
         return None
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch.utils._pytree import tree_leaves
-
-    if not _constructor(func) and not any(isinstance(a, FakeTensor) for a in tree_leaves((args, kwargs))):
+    if not _constructor(func) and not any(isinstance(a, FakeTensor) for a in pytree.tree_leaves((args, kwargs))):
         return None  # not one the zygote answers (``Answers._ask``)
     dtype, device, inference, settings = state[1], state[2], state[3], state[4]
     try:
@@ -227,7 +236,8 @@ def _question(func: Any, args: Any, kwargs: Any, key: Any) -> list[Any] | None:
 
 def _describe(value: Any, depth: int) -> list[Any]:
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor
+
+    from exportlens.core.torchcompat import FakeTensor
 
     if depth > MAX_DEPTH:
         raise _Skip
@@ -308,7 +318,7 @@ class Answers:
     def answer(self, interrupted: Callable[[], bool]) -> int:
         """Ask the waiting questions until done or ``interrupted()``; how many cache
         entries that added."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from exportlens.core.torchcompat import FakeTensorMode
 
         cache = FakeTensorMode.cache
         before = len(cache)
@@ -339,7 +349,7 @@ class Answers:
         # Straight to the mode, as the dispatcher hands it a call during tracing: a
         # composite operator (``linear``) reaches the fake mode itself there, where
         # calling it would decompose it first.
-        from torch._subclasses.fake_tensor import FakeTensor
+        from exportlens.core.torchcompat import FakeTensor
 
         # Below autograd and its view tracking too, as there: an operator a
         # decomposition calls must not record grad, nor a view inherit its base's (a
@@ -349,8 +359,9 @@ class Answers:
             mode.__torch_dispatch__(op, (FakeTensor,), call_args, call_kwargs)
 
     def _mode(self, settings: Any) -> Any:
-        from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import ShapeEnv, ShapeEnvSettings
+
+        from exportlens.core.torchcompat import FakeTensorMode
 
         if settings is None:
             key: Any = None
@@ -367,13 +378,15 @@ class Answers:
 def _operator(namespace: Any, name: Any, overload: Any) -> Any:
     import torch
 
+    from exportlens.core import torchcompat
+
     if namespace not in NAMESPACES or not (isinstance(name, str) and isinstance(overload, str) and name.isidentifier() and overload.isidentifier()):
         raise _Skip
     try:
         op = getattr(getattr(getattr(torch.ops, namespace), name), overload)
     except (AttributeError, RuntimeError) as e:
         raise _Skip from e
-    if not isinstance(op, torch._ops.OpOverload) or not _carried(op):
+    if not isinstance(op, torchcompat.OpOverload) or not _carried(op):
         raise _Skip
     return op
 
@@ -382,7 +395,7 @@ def _carried(op: Any) -> bool:
     """Whether calls of ``op`` are asked again in the zygote: an ``aten``/``prims``
     operator without effects (``aten::_print`` and its kind would act), not in place
     (it would write to the question's tensors; cheap to compute in the job)."""
-    from torch._higher_order_ops.effects import has_effects
+    from exportlens.core.torchcompat import has_effects
 
     return op.namespace in NAMESPACES and not has_effects(op) and not op._schema.is_mutable
 
@@ -390,9 +403,9 @@ def _carried(op: Any) -> bool:
 def _constructor(op: Any) -> bool:
     """A tensor constructor (``arange``, ``scalar_tensor``): fake tensors make its
     output on the meta device, whatever its arguments."""
-    from torch._subclasses.fake_impls import _is_tensor_constructor
+    from exportlens.core.torchcompat import is_tensor_constructor
 
-    return bool(_is_tensor_constructor(op))
+    return bool(is_tensor_constructor(op))
 
 
 def _dtype(name: Any) -> Any:

@@ -24,7 +24,8 @@ LOWER_FORMATS: tuple[str, ...] = ("onnx", "executorch")
 # differ. unsupported: an op has no translation (ONNX). missing-kernel: the runtime
 # has no kernel for an op of the program (ExecuTorch). not-run: lowered as far as
 # the weights allow, not run (``skipped`` says why). error: any other failure.
-# unavailable: the packages it needs are not installed (the format's extra).
+# unavailable: the packages it needs are not installed (the format's extra), or were
+# built for another torch than this one (``errors`` says which, with the command).
 LoweringStatus = Literal["ok", "mismatch", "unsupported", "missing-kernel", "not-run", "error", "unavailable"]
 
 # What a user installs to lower to each format (the extras' packages, see pyproject.toml).
@@ -129,7 +130,7 @@ class Lowering:
         if self.status == "not-run":
             return f"lowered to {name}'s edge dialect{detail}; not run: {self.skipped}"
         if self.status == "unavailable":
-            return f"not lowered to {name}: {INSTALL.get(self.format, 'install its extra')} first"
+            return f"not lowered to {name}: {self.errors[0] if self.errors else INSTALL.get(self.format, 'install its extra') + ' first'}"
         return f"does not lower to {name}"
 
 

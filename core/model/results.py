@@ -52,6 +52,9 @@ CODES: dict[str, Severity] = {
     "lowering/executorch-not-delegated": "information",
     # The language server's, instead of an export: the file's folder is not trusted.
     "untrusted-folder": "information",
+    # The language server's, instead of an export: the environment's torch is outside the
+    # supported range (``exportlens.core.torchversion``); the CLI exits 2 with the sentence.
+    "unsupported-torch": "error",
 }
 # Where each code is explained: its section of docs/diagnostics.md (the editor's
 # code link, SARIF's helpUri).

@@ -19,12 +19,8 @@ from typing import Any
 
 import sympy
 import torch
-from torch._export.verifier import SpecViolationError
 from torch.export import graph_signature as gs
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
-from torch.utils import _pytree as pytree
-from torch.utils._sympy.numbers import int_oo
-from torch.utils._sympy.value_ranges import ValueRanges
 
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
@@ -33,6 +29,7 @@ from exportlens.core.serde.reader import StringTable, decode_document
 from exportlens.core.serde.rebuild import GraphBuilder, NeedsShapeEnv
 from exportlens.core.serde.validate import check_name, check_path
 from exportlens.core.serde.weights import split_state, tensor_from_record, weights_from_arg
+from exportlens.core.torchcompat import SpecViolationError, ValueRanges, int_oo, load_verifier, pytree
 
 __all__ = ["from_bytes"]
 
@@ -155,8 +152,6 @@ def _assemble(doc: dict[int, Any], size: int, extra: dict[str, Any], module: Any
         pool[name] = tensor
     pool.update(extra)
     state, consts = split_state(signature, pool, module)
-    from torch._export.verifier import load_verifier
-
     range_constraints = {dec.symbols[k]: v for k, v in ranges.items() if k in dec.symbols}
     try:
         loaded_verifiers = [load_verifier(v) for v in verifiers]

@@ -14,14 +14,12 @@ from typing import Any
 import msgpack
 import sympy
 import torch
-from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch.export import graph_signature as gs
-from torch.utils import _pytree as pytree
-from torch.utils._sympy.numbers import int_oo
 
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.weights import collect_weights
+from exportlens.core.torchcompat import HigherOrderOperator, OpOverload, OpOverloadPacket, int_oo, pytree
 
 __all__ = ["to_bytes", "op_name", "range_bound"]
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-from torch.utils._sympy import functions as F
-from torch.utils._sympy.numbers import int_oo
 
 from exportlens.core.serde.codec import SchemaError
+from exportlens.core.torchcompat import int_oo
+from exportlens.core.torchcompat import sympy_functions as F
 
 __all__ = ["parse_expr", "MAX_EXPR_CHARS", "SYMBOL_NAME"]
 

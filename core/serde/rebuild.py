@@ -21,11 +21,8 @@ from typing import Any
 
 import sympy
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.export import graph_signature as gs
-from torch.export.exported_program import _create_graph_module_for_export
 from torch.fx.experimental import symbolic_shapes
-from torch.utils._sympy.value_ranges import ValueRanges
 
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
@@ -33,6 +30,8 @@ from exportlens.core.serde.expressions import parse_expr
 from exportlens.core.serde.reader import StringTable
 from exportlens.core.serde.validate import check_name, check_path, resolve_target
 from exportlens.core.serde.weights import MAX_RANK
+from exportlens.core.torchcompat import FakeTensor, FakeTensorMode, ValueRanges, add_hint
+from exportlens.core.torchcompat import create_graph_module_for_export as _create_graph_module_for_export
 
 __all__ = ["GraphBuilder", "NeedsShapeEnv"]
 
@@ -134,8 +133,8 @@ class GraphBuilder(StringTable):
                 sym, (symbolic_shapes.SymT.UNBACKED_INT, symbolic_shapes.SymT.UNBACKED_FLOAT)
             ):
                 self.unbacked.add(sym)
-        if hint is not None and sym not in self.shape_env.backed_var_to_val:
-            self.shape_env.add_backed_var_to_val(sym, hint)
+        if hint is not None:
+            add_hint(self.shape_env, sym, hint)
         vr = self.ranges.get(key)
         if vr is not None:
             self.shape_env.constrain_symbol_range(sym, compiler_min=vr.lower, compiler_max=vr.upper)

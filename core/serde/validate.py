@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from exportlens.core.serde.codec import SchemaError
+from exportlens.core.torchcompat import HigherOrderOperator, OpOverload, OpOverloadPacket
 
 __all__ = ["check_target", "check_name", "check_path", "resolve_target"]
 
@@ -44,7 +45,7 @@ def check_target(target: str) -> None:
         resolved: Any = torch.ops
         for part in target.split(".")[2:]:
             resolved = getattr(resolved, part, None)
-        ok = isinstance(resolved, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator))
+        ok = isinstance(resolved, (OpOverload, OpOverloadPacket, HigherOrderOperator))
     elif target.startswith("_operator."):
         ok = target[len("_operator.") :] in _OPERATOR_OK and hasattr(operator, target[10:])
     elif target.startswith("math."):

@@ -46,7 +46,7 @@ def _part(s: Callable[[str], int], t: torch.Tensor) -> list[Any]:
 
 
 def tensor_record(s: Callable[[str], int], name: str, role: int, t: torch.Tensor) -> list[Any]:
-    from torch._subclasses.fake_tensor import FakeTensor
+    from exportlens.core.torchcompat import FakeTensor
 
     if isinstance(t, FakeTensor) or t.is_meta:
         raise ValueError(

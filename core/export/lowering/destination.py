@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from exportlens.core import torchversion
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering import nodes
 from exportlens.core.export.lowering.outputs import compare_outputs, eager_outputs, mismatch_diagnostics, user_outputs
@@ -161,6 +162,15 @@ def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, lis
             message = f"lowering to {destination.title} needs {what}, which cannot be imported here: run `{destination.install}` in this environment"
             found.append(Diagnostic.at(error, message, subject.candidate.where, subject.name))
         return Lowering(destination.format, "unavailable", ms()), found
+
+    # An extra built against one torch (executorch) with another torch: said, not run.
+    mismatch = next((m for m in map(torchversion.pairing, destination.packages) if m), None)
+    if mismatch is not None:
+        found = []
+        if destination.format not in _missing_said:
+            _missing_said.add(destination.format)
+            found.append(Diagnostic.at(error, f"lowering to {destination.title} is off: {mismatch}", subject.candidate.where, subject.name))
+        return Lowering(destination.format, "unavailable", ms(), errors=(mismatch,)), found
 
     versions = ", ".join(f"{p} {_version(p)}" for p in destination.packages)
     lowered = destination.lower(subject, versions)

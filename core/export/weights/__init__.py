@@ -74,7 +74,11 @@ class Policy:
     @classmethod
     def for_request(cls, request: ExportRequest) -> Policy:
         policy = cls(request.weights, request.limits.memory_mb, request.why_real)
-        if policy.choice == "auto":
+        if policy.choice == "auto" and not policy.why_real:
+            from exportlens.core import torchcompat
+
+            policy.why_real = torchcompat.lacks("fake-weights") or ""  # said in each target's weights_note
+        if policy.choice == "auto" and not policy.why_real:
             from exportlens.core.export.weights.fake import FakeWeights
 
             policy.fake = FakeWeights(FAKE_MIN_BYTES)
@@ -226,8 +230,12 @@ def _set_in_tuple(attributes: dict[str, Any], name: str, i: int, new: Any) -> No
 
 
 def install() -> None:
-    """Install the torch patches (``patches.py``) and the checkpoint readers, once."""
+    """Install the torch patches (``patches.py``) and the checkpoint readers, once;
+    nothing where this torch lacks what fake weights need (``Policy.for_request`` says so)."""
+    from exportlens.core import torchcompat
     from exportlens.core.export.weights import checkpoints, patches
 
+    if torchcompat.lacks("fake-weights") is not None:
+        return
     patches.install(checkpoints.fake_load)
     checkpoints.install_safetensors()

@@ -39,10 +39,17 @@ import weakref
 from typing import Any
 
 import torch
-from torch._subclasses.fake_impls import _is_tensor_constructor, _like_tensor_constructors
-from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
+
+from exportlens.core.torchcompat import (
+    DataDependentOutputException,
+    FakeTensor,
+    FakeTensorMode,
+    OpOverload,
+    TorchDispatchMode,
+)
+from exportlens.core.torchcompat import is_tensor_constructor as _is_tensor_constructor
+from exportlens.core.torchcompat import like_tensor_constructors as _like_tensor_constructors
 
 aten = torch.ops.aten
 
@@ -107,7 +114,7 @@ class ValuesUnavailable(RuntimeError):
 
 def is_factory(func: Any) -> bool:
     return func in _NEW_CONSTRUCTORS or func in _like_tensor_constructors or (
-        isinstance(func, torch._ops.OpOverload) and _is_tensor_constructor(func)
+        isinstance(func, OpOverload) and _is_tensor_constructor(func)
     )
 
 

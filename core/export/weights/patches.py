@@ -24,7 +24,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.init
 import torch.utils
-from torch._subclasses.fake_tensor import FakeTensor
+
+from exportlens.core.torchcompat import FakeTensor
 
 _installed = False
 
