@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="exportlens", description="torch.export feedback at your own lines.", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=about.short())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,merge,snapshot,show,serve,trust,cache,version}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,merge,snapshot,show,graph,serve,trust,cache,version}")
 
     check = sub.add_parser("check", help="export every target under PATH (default: the project) and print diagnostics", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("paths", nargs="*", metavar="PATH", help=_PATHS_HELP)
@@ -138,7 +138,7 @@ def _start_method_option(parser: argparse.ArgumentParser) -> None:
         "--start-method",
         choices=START_METHOD_CHOICES,
         default=None,
-        help="how the workers start each export process: fork a warm worker (Linux's default) or spawn a fresh interpreter, one started ahead (macOS's and Windows's); auto: the platform's (default: $EXPORTLENS_START_METHOD, pyproject's [tool.exportlens] start_method, else auto)",
+        help="how the workers start each export process: fork a warm worker (Linux's default) or spawn a fresh interpreter, one started ahead (macOS's and Windows's); auto: the next source's, else the platform's (default: $EXPORTLENS_START_METHOD, pyproject's [tool.exportlens] start_method, else auto)",
     )
 
 

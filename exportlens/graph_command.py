@@ -19,6 +19,7 @@ import webbrowser
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of
+from exportlens.core.project.settings import TIMEOUT_RANGE_S
 from exportlens.core.serde.codec import SchemaError
 
 FORMATS = ("json", "html")
@@ -39,9 +40,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--format", choices=FORMATS, default="json", help="json: the graph JSON on stdout (or -o FILE); html: the page's folder")
     p.add_argument("-o", "--output", default=None, metavar="OUT", help="json: the file to write; html: the folder to write (default exportlens-graph)")
     p.add_argument("--open", action="store_true", help="serve the page on 127.0.0.1 and open it in a browser, until Ctrl-C")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per-target limit, as for check")
+    p.add_argument("--timeout", type=_timeout, default=None, metavar="SECONDS", help="per-target limit, as for check")
     p.add_argument("--no-cache", action="store_true", help="export again; neither read nor write the result cache")
     p.add_argument("--cache-dir", default=None, metavar="DIR", help="the result cache's folder, as for check")
+
+
+def _timeout(text: str) -> float:
+    """``--timeout``: seconds within the range ``check`` takes (no 0, negative or nan)."""
+    low, high = TIMEOUT_RANGE_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from {low:g} to {high:g}, got {text}")
+    return value
 
 
 def _result(args: argparse.Namespace) -> FileResult | None:
@@ -62,7 +75,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.open and args.format == "json" and args.output is None:
         args.format = "html"
-    result = _result(args)
+    from exportlens.core.isolation.pool import WorkerError  # torch-free, like the rest of the CLI
+
+    try:
+        result = _result(args)
+    except WorkerError as e:  # no worker process can start: nothing could be exported
+        print(f"exportlens graph: {e}", file=sys.stderr)
+        return 2
     if result is None:
         print(f"exportlens graph: {args.file}: no result", file=sys.stderr)
         return 2

@@ -153,8 +153,11 @@ def merge(paths: list[str], cwd: str | None = None) -> tuple[list[FileResult], f
             if origin in ("cache", "store"):
                 origins[r.path] = origin
         results += shard_results
-    seconds = max((float(doc["shard"].get("seconds") or 0) for _, doc in reports), default=0.0)
-    cached = sum(int(doc["shard"].get("cached") or 0) for _, doc in reports)
+    try:
+        seconds = max((float(doc["shard"].get("seconds") or 0) for _, doc in reports), default=0.0)
+        cached = sum(int(doc["shard"].get("cached") or 0) for _, doc in reports)
+    except (TypeError, ValueError) as e:
+        raise Unusable(f"a report's shard seconds or cached count is not a number ({e})") from e
     return sorted(results, key=lambda r: r.path), seconds, cached, origins
 
 

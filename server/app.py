@@ -63,6 +63,10 @@ class ExportLensServer(LanguageServer):
         self.config_ready = asyncio.Event()
         # One thread for cache reads/writes and hover index builds: off the event loop.
         self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-io")
+        # Storing results (the folder, and with cacheWrite the shared store, whose
+        # uploads may take many seconds) on a thread of its own: lookups, overlays and
+        # hover indexes on ``io`` never wait behind an upload.
+        self.stores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-store")
         self.watcher: Watcher | None = None
         self.trust = TrustGate(warn=self.log_once)  # no code of a folder runs until it is trusted
         self._pipeline: Pipeline | None = None

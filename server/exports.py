@@ -97,7 +97,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
         result = await _run_on_worker(server, request)
         if result is None:
             return
-        server.io.submit(pipeline.store, request, result)  # never raises; the export need not wait
+        server.stores.submit(pipeline.store, request, result)  # never raises; the export need not wait
     if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
         return  # a newer version (or a close) came in: this result is stale
     result = pipeline.compare(result)  # against the snapshot as it is now; never cached
@@ -151,6 +151,10 @@ async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | N
     name = os.path.basename(request.path)
     if not server.trust.allows(request.path):  # every export passes here: the last check
         log.warning("not exporting %s: its folder is not trusted", request.path)
+        return None
+    unsupported = torchversion.problem()  # also for the declaring files a module's view exports
+    if unsupported is not None:
+        log.warning("not exporting %s: %s", request.path, unsupported)
         return None
     progress = JobProgress(server, "exportlens", f"exporting {name}")
     server.progress_for[request.id] = progress

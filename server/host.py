@@ -52,7 +52,8 @@ class Host(Protocol):
     user_section: dict[str, Any]  # ... and of the client's pushed or pulled settings
     scheduler: Scheduler
     bridge: ExportBridge
-    io: ThreadPoolExecutor  # cache reads/writes and index builds, off the event loop
+    io: ThreadPoolExecutor  # cache reads and index builds, off the event loop
+    stores: ThreadPoolExecutor  # storing results (and uploading them), off the event loop and ``io``
     fresh: set[str]  # documents whose next export skips the cache
     progress_for: dict[int, JobProgress]  # request id -> its $/progress
     client: ClientProfile  # what the client takes, read once at initialize

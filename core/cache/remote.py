@@ -166,6 +166,8 @@ class RemoteStore:
         if store is not None:
             return store
         store = _open(self.url, purpose)
+        if store is None:  # a file:// folder not made yet: opened again next time
+            return None
         with self._lock:
             return self._stores.setdefault(purpose, store)
 
@@ -215,8 +217,10 @@ def _describe(e: BaseException) -> str:
 
 
 def _refused(e: BaseException) -> bool:
-    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
-
+    try:
+        from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+    except ImportError:  # no obstore: the store could not even be opened
+        return isinstance(e, PermissionError)
     return isinstance(e, (PermissionDeniedError, UnauthenticatedError, PermissionError))
 
 
