@@ -332,12 +332,23 @@ def unshadow(entries: Iterable[str | None]) -> list[str]:
     folders = [e for e in dict.fromkeys(entries) if e]
     out = []
     for top in sorted(PRELOADED):
-        if any(
-            os.path.isfile(os.path.join(f, top + ".py")) or os.path.isfile(os.path.join(f, top, "__init__.py"))
-            for f in folders
-        ):
+        if any(_shadows(f, top) for f in folders):
             for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
                 del sys.modules[name]
             HELD.pop(top, None)  # what the user's import finds now is the project's file
             out.append(top)
     return out
+
+
+def _shadows(folder: str, top: str) -> bool:
+    """Whether ``folder`` holds a file that an import of ``top`` would find instead of
+    the preloaded library: not the library's own file (a model file inside an installed
+    package, as torch's ExportDB examples are, has site-packages on its ``sys.path``:
+    taking torch's or functorch's modules out there made the job import their
+    extensions a second time, and every later export failed with ``SystemError: ...
+    bad call flags``)."""
+    for candidate in (os.path.join(folder, top, "__init__.py"), os.path.join(folder, top + ".py")):
+        if os.path.isfile(candidate):
+            own = getattr(sys.modules.get(top), "__file__", None)
+            return not (own and os.path.realpath(own) == os.path.realpath(candidate))
+    return False

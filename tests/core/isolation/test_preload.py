@@ -191,6 +191,28 @@ def test_a_batch_imports_a_library_once_before_its_next_jobs(site: Site, cache: 
         assert all(r.libraries == (str(tmp_path / "site" / "slowlib" / "__init__.py"),) for r in results[1:])
 
 
+def test_a_model_file_inside_an_installed_package_keeps_the_preloaded_library(site: Site, cache: Path, tmp_path: Path) -> None:
+    """A model file inside an installed package (torch's ExportDB examples live in
+    torch) has that package's folder, site-packages, on its ``sys.path``: the library
+    found there is the preloaded one itself, not a project file that shadows it, so
+    the job keeps it (taking torch's or functorch's modules out made the job import
+    their extensions again, and every later export failed)."""
+    site.library("slowlib")
+    package = site.folder / "models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    model = package / "model.py"
+    model.write_text(MODEL.format(imports="import slowlib", width="slowlib.WIDTH"))
+    with WorkerPool(1, preload_dir=cache) as pool:
+        pool.wait_ready()
+        (worker,) = pool.worker_pids()
+        assert width_of(export(pool, model, 1)) == 3
+        wait_for(lambda: worker in site.importers("slowlib"), "the idle worker imported slowlib")
+        assert width_of(export(pool, model, 2)) == 3
+        [job, preloaded] = site.importers("slowlib")  # the first job, the worker: not the second job
+        assert preloaded == worker != job
+
+
 def test_project_modules_are_never_preloaded_nor_shadowed_by_a_preloaded_library(site: Site, cache: Path, tmp_path: Path) -> None:
     installed = site.library("slowlib")
     site.library("marker")  # imported last: once the worker holds it, it has been through the rest
