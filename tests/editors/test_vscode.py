@@ -146,6 +146,8 @@ UNSET = {
     "memoryMb": None,
     "workers": None,
     "cacheDir": None,
+    "cacheUrl": None,
+    "cacheWrite": None,
     "cache": None,
     "strict": None,
     "lower": None,
