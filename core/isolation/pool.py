@@ -61,6 +61,11 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 180.0  # importing torch on a cold disk can be slow
 MAX_START_FAILURES = 3  # in a row, before the pool gives up on starting workers
+# How often one request goes to another worker because the one it was handed retired
+# (or failed importing a library) before starting it. Each such retirement refuses a
+# library in the preload record, which the next worker reads, so the count stays small:
+# a batch that imports onnxruntime and executorch sees each refused by both workers.
+MAX_REQUEUES = 8
 # A worker silent this long after naming the library module it imports is stuck in
 # that import (one module with all it pulls in: seconds on a loaded machine).
 PRELOAD_TIMEOUT_S = float(os.environ.get("EXPORTLENS_PRELOAD_TIMEOUT_S", "60"))
@@ -126,7 +131,7 @@ class WorkerPool:
         self._inbox: collections.deque[ExportRequest] = collections.deque()
         # Requests held by a worker that failed before starting them: run them again.
         self._requeue: collections.deque[ExportRequest] = collections.deque()
-        self._retried: set[int] = set()
+        self._requeues: collections.Counter[int] = collections.Counter()
         self._own_dir = tempfile.mkdtemp(prefix="exportlens-preload-") if preload_dir is None else None
         self.record = preload_record.path_in(self._own_dir or preload_dir or "")
         # A self-pipe: submit() from another thread wakes serve() out of select().
@@ -387,6 +392,7 @@ class WorkerPool:
             if request is None or message.id != request.id:
                 raise MessageError(f"a result for request {message.id} it does not hold")
             worker.request, worker.job_pid = None, None
+            self._requeues.pop(request.id, None)
             worker.set_state(WorkerState.IDLE, f"request {request.id} done")
             if not message.cancelled:
                 done[request.id] = message.result
@@ -421,8 +427,8 @@ class WorkerPool:
             preload_record.refuse(self.record, loading.library, reason, loading.file, loading.state)
         index = self._workers.index(worker)
         own_business = worker.preloading is not None or worker.retiring is not None
-        if request is not None and worker.job_pid is None and own_business and request.id not in self._retried:
-            self._retried.add(request.id)
+        if request is not None and worker.job_pid is None and own_business and self._requeues[request.id] < MAX_REQUEUES:
+            self._requeues[request.id] += 1
             self._requeue.append(request)
         elif request is not None:
             done[request.id] = crash_result(request, why)

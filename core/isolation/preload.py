@@ -213,14 +213,18 @@ class Preloader:
         if not ENABLED or self.path is None:
             return
         record = preload_record.read(self.path)
-        for name, refusal in record.refused.items():
-            if not refusal.file or library_state(refusal.file) == refusal.state:
-                self.refused[name] = refusal.reason
+        self._note_refusals(record)
         for name, library in record.libraries.items():
             if name not in self.refused:
                 for module in library.modules:
                     if module not in sys.modules:
                         self.pending.setdefault(module, "")
+
+    def _note_refusals(self, record: preload_record.Record) -> None:
+        """Take the record's refusals (one for another state of its library is tried again)."""
+        for name, refusal in record.refused.items():
+            if not refusal.file or library_state(refusal.file) == refusal.state:
+                self.refused[name] = refusal.reason
 
     @property
     def wanted(self) -> bool:
@@ -247,6 +251,10 @@ class Preloader:
         """Import pending modules until done or ``interrupted()``; then tell the pool
         what the worker holds. Returns why the worker must retire (an import left it
         unfit to fork), else None."""
+        if self.path is not None and self.pending:
+            # Another worker may have refused a library since this one started (both
+            # ran jobs that import it): an import it would retire for costs a worker.
+            self._note_refusals(preload_record.read(self.path))
         tops: dict[str, tuple[str, str]] = {}  # library -> its top-level file and state
         started_ns = time.time_ns()
         imported = 0

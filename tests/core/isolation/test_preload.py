@@ -281,6 +281,38 @@ def test_a_library_that_starts_a_thread_is_refused_and_its_models_still_export(s
     assert len(site.importers("threadlib")) == 4  # three jobs and the first worker
 
 
+def test_a_request_outlives_every_worker_that_retires_before_starting_it(site: Site, cache: Path, tmp_path: Path) -> None:
+    """Two libraries in the record that each make a worker retire when it preloads them
+    (each starts a thread): the first request of a batch is handed to a worker that
+    retires for the first library, then to its replacement, which retires for the
+    second. A retiring worker is no failure, however many in a row: the request runs
+    on the third worker, which holds neither."""
+    thread = """
+        import threading
+        import time
+
+        WIDTH = 5
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+        """
+    site.library("threadlib_a", thread)
+    site.library("threadlib_b", thread)
+    models = [project(tmp_path / name, ["threadlib_a", "threadlib_b"], width="threadlib_a.WIDTH") for name in "xy"]
+    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
+    with WorkerPool(1, preload_dir=cache) as pool:
+
+        def learned(record: preload_record.Record) -> None:  # what an earlier session's jobs imported
+            for name in ("threadlib_a", "threadlib_b"):
+                record.libraries[name] = preload_record.Library(modules=[name], used=preload_record.today())
+
+        preload_record.update(pool.record, learned)
+        results = list(pool.run(requests))
+        assert [width_of(r) for r in results] == [5, 5]
+        assert sorted(preload_record.read(pool.record).refused) == ["threadlib_a", "threadlib_b"]
+    a, b = set(site.importers("threadlib_a")), set(site.importers("threadlib_b"))
+    assert len(a - b) == 1 and len(b - a) == 1, site.imports()  # the first worker, then the second
+    assert len(a & b) == 2  # the two jobs, on the third
+
+
 def test_a_library_whose_import_crashes_the_worker_loses_no_export(site: Site, cache: Path, tmp_path: Path) -> None:
     go = tmp_path / "go"
     site.library(
