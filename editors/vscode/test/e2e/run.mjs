@@ -216,7 +216,9 @@ async function runCommand(page, title) {
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible', timeout: UI_WAIT });
     await input.fill(`>${title}`);
-    const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first();
+    // Enter runs the focused row: on a loaded machine the list may still show (and focus)
+    // rows of the text before the filter caught up, so wait for the command to have focus.
+    const row = page.locator('.quick-input-widget .monaco-list-row.focused', { hasText: title }).first();
     await row.waitFor({ state: 'visible', timeout: UI_WAIT });
     await page.keyboard.press('Enter');
 }
