@@ -127,8 +127,10 @@ class Lowering:
             return f"does not lower to {name}: an op has no translation"
         if self.status == "missing-kernel":
             return f"lowers to {name}{detail}, but the runtime has no kernel for {_plural(len(self.errors), 'op')}: the method does not load"
-        if self.status == "not-run":
+        if self.status == "not-run" and self.format == "executorch":
             return f"lowered to {name}'s edge dialect{detail}; not run: {self.skipped}"
+        if self.status == "not-run":  # ONNX: its model holds the weights' values, so nothing is converted
+            return f"not lowered to {name}: {self.skipped}"
         if self.status == "unavailable":
             return f"not lowered to {name}: {self.errors[0] if self.errors else INSTALL.get(self.format, 'install its extra') + ' first'}"
         return f"does not lower to {name}"
