@@ -41,6 +41,12 @@ STALL_S = 2.0  # an answered read whose bytes stop coming this long has failed
 BODY_CAP_S = 300.0  # and one that is still coming after this long (a trickle)
 WRITE_BOUND_S = 120.0  # one upload (an entry may be tens of MB)
 COOLDOWN_S = 300.0  # how long a store that failed is left alone
+# Opening the read client (importing obstore, and boto3 for an AWS profile: a second
+# or more, cold, on a loaded machine) happens once, on a thread of its own from the
+# moment the store is made, and never counts against a lookup's bound: the first
+# lookup waits for it up to this long, so that a slow import is not taken for a
+# store that does not answer (which would leave the store alone for COOLDOWN_S).
+OPEN_BOUND_S = 60.0
 SIGNATURE = b"ELSIG1"  # + the HMAC-SHA256 of name and bytes, at the end of a signed object
 _SIGNED_TAIL = len(SIGNATURE) + 32
 MAX_OBJECT_BYTES = MAX_FILE_BYTES + _SIGNED_TAIL
@@ -128,8 +134,20 @@ class RemoteStore:
         self._said: set[str] = set()
         self._write_refused = False
         self.reads = 0  # objects served
+        self._opened = threading.Event()  # the read client's opening is over (opened or failed)
         if self.problem:
             self._say(self.problem)
+            self._opened.set()
+        else:
+            threading.Thread(target=self._open_reader, name="exportlens-store-open", daemon=True).start()
+
+    def _open_reader(self) -> None:
+        try:
+            self._store("read")
+        except BaseException:  # noqa: BLE001 - opened again by the read, which reports it
+            pass
+        finally:
+            self._opened.set()
 
     # ---- state
 
@@ -159,6 +177,13 @@ class RemoteStore:
 
     # ---- the client
 
+    def wait_opened(self) -> bool:
+        """Wait for the read client's opening (``OPEN_BOUND_S`` at most); whether it is over."""
+        if self._opened.wait(OPEN_BOUND_S):
+            return True
+        self._failed("opening its client", StoreError(f"not opened within {OPEN_BOUND_S:.0f} s"))
+        return False
+
     def _store(self, purpose: str) -> Any:
         """The obstore store for reading (short timeouts, no retry) or writing."""
         with self._lock:
@@ -178,6 +203,8 @@ class RemoteStore:
         signature; None when it is not there or the store is unavailable; Rejected
         when it is too large or its signature does not hold."""
         if not self.available or bound_s <= 0:
+            return None
+        if not self.wait_opened():
             return None
         try:
             data = _read_object(lambda: self._store("read"), name, bound_s)

@@ -90,6 +90,7 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 RESCAN_S = 300.0  # how stale the folder's size estimate may get in a long-lived process
 STALE_TEMP_S = 3600.0  # temporary files older than this were left by a crash
 EVICT_TO = 0.9  # fraction of max_bytes kept after an eviction
+_NOT_STARTED = -1.0  # a lookup's deadline before it first reads the store
 MANIFEST_LISTS = 8  # dependency lists a manifest keeps for one text (see the docstring)
 FOLDER_MODE = 0o700  # the cache folder and its shards, when this cache creates them
 FILE_MODE = 0o600  # every cache file
@@ -222,7 +223,7 @@ class ResultCache:
         return result.elapsed_ms if result is not None else None
 
     def _bounded_lookup(self, request: ExportRequest, source: bytes) -> tuple[FileResult | None, bool]:
-        self._tl.deadline = time.monotonic() + LOOKUP_BOUND_S
+        self._tl.deadline = _NOT_STARTED  # set at the lookup's first read of the store
         self._tl.remote = False
         try:
             return self._lookup(request, source), bool(self._tl.remote)
@@ -345,6 +346,11 @@ class ResultCache:
         if self.remote is None:
             return None
         deadline = getattr(self._tl, "deadline", None)
+        if deadline == _NOT_STARTED:
+            # The bound is on the store's answers, not on opening its client (once,
+            # importing obstore and maybe boto3): it starts once the client is open.
+            self.remote.wait_opened()
+            deadline = self._tl.deadline = time.monotonic() + LOOKUP_BOUND_S
         bound = LOOKUP_BOUND_S if deadline is None else deadline - time.monotonic()
         name = _object_name(key, kind)
         try:

@@ -238,6 +238,27 @@ def test_a_file_url_shares_a_folder(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "shared")
 
 
+def test_a_slow_client_opening_is_no_store_that_does_not_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the client (importing obstore and boto3, cold, on a loaded machine) can
+    take longer than a lookup's bound: it happens once, outside the bound, and the
+    store is not taken for one that failed (which would be left alone for minutes)."""
+    a = checkout(tmp_path / "a")
+    url = (tmp_path / "shared").as_uri()
+    ResultCache(tmp_path / "ca", remote=RemoteStore(url, write=True)).store(request(a), result(a))
+    opened = remote_module._open
+
+    def slow_open(url: str, purpose: str) -> Any:
+        time.sleep(LOOKUP_BOUND_S + 1.0)
+        return opened(url, purpose)
+
+    monkeypatch.setattr(remote_module, "_open", slow_open)
+    said: list[str] = []
+    store = RemoteStore(url, warn=said.append)
+    found, from_store = ResultCache(tmp_path / "cb", remote=store).find(request(a))
+    assert from_store and found is not None, said
+    assert said == [] and store.available and store.problem is None
+
+
 def test_credentials_and_region_from_an_aws_profile(s3: s3server.S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No key in the environment: the profile ``~/.aws`` names, read as the SDKs read it."""
     home = tmp_path / "home"
