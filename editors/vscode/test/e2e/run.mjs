@@ -954,6 +954,66 @@ async function picture(page, profile, p) {
         throw new Error(`selecting ${p.node.label} in the picture did not show ${p.node.file}:${p.node.line}; the active tab is "${tab}" at "${where}"`);
     }
     await screenshot(page, 'vscode-graph-picture-jump.png');
+
+    // The cursor's line selects its node in the picture, and the editor stays where it is.
+    step(`cursor to ${p.node.file}:${p.cursor.line}: the picture selects ${p.cursor.node}`);
+    await goTo(page, p.cursor.line, 9);
+    const body = frame.locator('body');
+    const cursorEnd = Date.now() + UI_WAIT;
+    let wish = {};
+    while ((wish = await body.evaluate(() => window.__exportlensCursor ?? {}).catch(() => ({}))).selected !== p.cursor.node) {
+        if (Date.now() > cursorEnd) {
+            throw new Error(`the cursor on line ${p.cursor.line} did not select ${p.cursor.node} in the picture: ${JSON.stringify(wish)}`);
+        }
+        await page.waitForTimeout(250);
+    }
+    result.picture.cursor = wish;
+    await page.waitForTimeout(1500);
+    result.picture.cursorStays = { tab: await activeTab(page), where: await cursorPosition(page) };
+    await screenshot(page, 'vscode-graph-picture-cursor.png');
+    const uiState = () => body.evaluate(() => JSON.parse(new URLSearchParams(location.search).get('data')).uiState.paneStates[0]);
+    result.picture.uiStateBefore = await uiState();
+
+    // A new result (the module edited and saved): the picture shows it, keeping its view.
+    step(`edit ${p.node.file}:${p.cursor.line} and save: the picture reloads with the new graph`);
+    await body.evaluate(() => {
+        window.__exportlensOld = true;
+    });
+    await goTo(page, p.cursor.line, 200); // the end of the line
+    await page.keyboard.type(p.edit.append);
+    await page.keyboard.press('Control+S');
+    const reloadEnd = Date.now() + TIMEOUT;
+    let labels = [];
+    for (;;) {
+        const reloaded = await body
+            // The side panel may show the restored node's info instead of the graph's: a canvas says it drew.
+            .evaluate(() => window.__exportlensOld !== true && document.querySelector('canvas') !== null)
+            .catch(() => false);
+        if (reloaded) {
+            labels = await body.evaluate(() =>
+                fetch('exportlens/graphs/0.json').then((r) => r.json()).then((g) => g.graphs[0].nodes.map((n) => n.label)),
+            );
+            if (labels.includes(p.edit.label)) {
+                break;
+            }
+        }
+        if (Date.now() > reloadEnd) {
+            throw new Error(`the picture never showed ${p.edit.label} after the edit; labels: ${JSON.stringify(labels)}`);
+        }
+        await page.waitForTimeout(500);
+    }
+    result.picture.labelsAfter = labels;
+    const restoredEnd = Date.now() + UI_WAIT;
+    let after = {};
+    while ((after = await uiState().catch(() => ({}))).selectedNodeId !== result.picture.uiStateBefore.selectedNodeId) {
+        if (Date.now() > restoredEnd) {
+            break;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.picture.uiStateAfter = after;
+    await page.waitForTimeout(1000);
+    await screenshot(page, 'vscode-graph-picture-refreshed.png');
 }
 
 async function main() {
