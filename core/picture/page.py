@@ -20,7 +20,13 @@ served as it is, with three changes made as it is served:
   model-selection page), draws the overlay's legend, and reports a selected node
   (Model Explorer posts ``model-explorer-node-selected`` to ``window.parent``): to
   the window that embeds the page, if any (an editor's webview), and, when the page
-  is served by the language server, to its ``exportlens/open`` address.
+  is served by the language server, to its ``exportlens/open`` address -- only when a
+  person chose it (a click or a key within the last seconds), never for a selection
+  the page makes itself. A page the language server serves also asks it, by long
+  polling ``exportlens/events`` (:mod:`exportlens.core.picture.serve`), for what the
+  editor wants: the nodes of the cursor's line, which it selects (Model Explorer's
+  ``model-explorer-select-node-by-node-id`` message), and a newer result, for which it
+  reloads; the address keeps the app's UI state (expanded layers, the selection).
 """
 
 from __future__ import annotations

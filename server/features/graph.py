@@ -24,6 +24,11 @@ and returns ``{"title", "url"}``; the client opens ``url`` in a browser. A node
 selected there comes back to the server, which asks the client to show its line
 (``window/showDocument``). Needs the ``graph`` extra; without it the command fails
 with the line that installs it.
+
+The notification ``exportlens/cursor`` ``{"uri", "line"}`` (0-based; the VS Code
+extension sends it while its picture is open) has every served page select the nodes
+that line made; a new result of a document redraws its pages (:func:`refresh`, from
+the export), which reload keeping their UI state.
 """
 
 from __future__ import annotations
