@@ -11,10 +11,12 @@
 // Config: {
 //   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
 //   vsix, python, workspaceFiles: [paths], artifacts: dir,
-//   mode: "plumbing" | "full" | "not-installed" | "features",  // plumbing: only the server start
-//                                                // attempt; not-installed: `python` lacks exportlens;
-//                                                // features: hints, lenses, graph view, quick fix
+//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture",  // plumbing: only the server
+//                                                // start attempt; not-installed: `python` lacks exportlens;
+//                                                // features: hints, lenses, graph view, quick fix;
+//                                                // picture: Show Graph as a Picture (Model Explorer's webview)
 //   features: {target, module, view, lineNodes, quickFix},  // see features() below
+//   picture: {file, lenses, node: {label, file, line}, cursor: {line, node}, edit: {append, label}},  // see picture()
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
