@@ -25,7 +25,7 @@ from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
 from exportlens.server import overlays, pyproject_view, views
-from exportlens.server.features import diagnostics, lenses, untrusted
+from exportlens.server.features import diagnostics, graph, lenses, untrusted
 from exportlens.server.features import hints as hint_features
 from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
@@ -111,6 +111,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
+    graph.refresh(server, uri)  # and its pictures, keeping their view
     overlaid = [p for p, _ in request.overlays]
     server.background(_recheck(server, uri, state, result, overlaid, watched), "checking the files an export read")
 

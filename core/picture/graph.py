@@ -75,6 +75,9 @@ class Picture:
     graphs: dict[str, Any]  # Model Explorer's ``{"graphs": [...]}``
     node_data: dict[str, Any]  # Model Explorer's GraphNodeData for the overlay
     sources: dict[str, NodeSource] = field(default_factory=dict)  # node id -> its line
+    # (real file, 1-based line) -> the ids of the nodes that line made, in graph order:
+    # every project frame of a node's stack (the call of a layer names all its nodes)
+    made: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
     @property
     def node_count(self) -> int:
@@ -227,6 +230,7 @@ def _build(
     nodes: list[dict[str, Any]] = []
     results: dict[str, dict[str, Any]] = {}
     sources: dict[str, NodeSource] = {}
+    made: dict[tuple[str, int], list[str]] = {}
     metas: list[tuple[TensorMeta | None, ...]] = []
     namespaces: dict[tuple[Any, ...], str] = {}
     shapes: dict[TensorMeta, str] = {}
@@ -301,6 +305,11 @@ def _build(
         if source is not None:
             attrs.append({"key": "source", "value": f"{files.place(source.file)}:{source.line}"})
             sources[name] = source
+        lines = {(real, f.line) for f in frames if (real := files.real(f.file)) in files.project}
+        if source is not None:
+            lines.add((source.file, source.line))
+        for place in lines:
+            made.setdefault(place, []).append(name)
         if at:
             places = {(files.real(f.file), f.line) for f in frames if files.real(f.file) in at_files}
             if source is not None:
@@ -333,7 +342,7 @@ def _build(
         )
     graphs = {"graphs": [{"id": GRAPH_ID, "nodes": nodes}]}
     node_data = {"name": "exportlens", "results": results, "showLabelCountColumnsInChildrenStatsTable": True}
-    return Picture(target.name, graphs, node_data, sources)
+    return Picture(target.name, graphs, node_data, sources, made)
 
 
 def pictures(result: FileResult, *, state_path: str | None = None, root: str | None = None, target: str | None = None) -> list[Picture]:

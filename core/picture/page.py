@@ -20,7 +20,13 @@ served as it is, with three changes made as it is served:
   model-selection page), draws the overlay's legend, and reports a selected node
   (Model Explorer posts ``model-explorer-node-selected`` to ``window.parent``): to
   the window that embeds the page, if any (an editor's webview), and, when the page
-  is served by the language server, to its ``exportlens/open`` address.
+  is served by the language server, to its ``exportlens/open`` address -- only when a
+  person chose it (a click or a key within the last seconds), never for a selection
+  the page makes itself. A page the language server serves also asks it, by long
+  polling ``exportlens/events`` (:mod:`exportlens.core.picture.serve`), for what the
+  editor wants: the nodes of the cursor's line, which it selects (Model Explorer's
+  ``model-explorer-select-node-by-node-id`` message), and a newer result, for which it
+  reloads; the address keeps the app's UI state (expanded layers, the selection).
 """
 
 from __future__ import annotations
@@ -109,21 +115,71 @@ _SHIM = r"""
   if (outer) {
     try { window.parent = window; } catch (e) {}
   }
+  // The model the selected pane shows (its index in the page), from the UI state the app
+  // keeps in the address.
+  function shownModel() {
+    try {
+      var panes = JSON.parse(new URLSearchParams(location.search).get("data") || "").uiState.paneStates;
+      var selected = panes.filter(function (p) { return p.selected; })[0] || panes[0];
+      return Math.max(0, config.labels.indexOf(selected.selectedCollectionLabel));
+    } catch (e) {
+      return 0;
+    }
+  }
+  var userAt = 0;
+  ["mousedown", "click", "keydown"].forEach(function (kind) {
+    document.addEventListener(kind, function () { userAt = Date.now(); }, true);
+  });
+  // The editor's wishes, from the language server (``exportlens/events``, a long poll):
+  // the nodes the cursor's line made, selected; a newer result, reloaded with the UI
+  // state (expanded layers, selection) the address holds.
+  var hostSelecting = null;
+  window.__exportlensCursor = {nodes: [], selected: null};
+  function select(wish, tries) {
+    var nodes = wish.model === shownModel() ? wish.nodes : [];
+    window.__exportlensCursor = {nodes: nodes, selected: null};
+    if (!nodes.length) return;
+    hostSelecting = nodes[0];
+    window.postMessage({cmd: "model-explorer-select-node-by-node-id", nodeId: nodes[0]}, "*");
+    // Before the graph is processed the app ignores it: again until it took.
+    setTimeout(function () {
+      if (hostSelecting === nodes[0] && window.__exportlensCursor.nodes === nodes && tries < 60) select(wish, tries + 1);
+    }, 500);
+  }
+  var version = null;
+  function poll(after) {
+    realFetch(files + "events?after=" + after).then(function (r) {
+      if (!r.ok) throw new Error(String(r.status));
+      return r.json();
+    }).then(function (events) {
+      if (version === null) version = events.version;
+      if (events.version !== version) {
+        location.reload();
+        return;
+      }
+      if (events.select && events.seq !== after) select(events.select, 0);
+      poll(events.seq);
+    }).catch(function () {
+      setTimeout(function () { poll(after); }, 2000);
+    });
+  }
+  if (config.open) poll(-1);
   window.addEventListener("message", function (event) {
     var msg = event.data || {};
     if (outer && event.source === window && typeof msg.cmd === "string" && msg.cmd.indexOf("model-explorer-") === 0) {
       outer.postMessage(msg, "*");
     }
     if (msg.cmd !== "model-explorer-node-selected" || !msg.nodeId) return;
-    var graph = (new URLSearchParams(location.search).get("data") || "");
-    var model = 0;
-    try {
-      var panes = JSON.parse(graph).uiState.paneStates;
-      var selected = panes.filter(function (p) { return p.selected; })[0] || panes[0];
-      model = Math.max(0, config.labels.indexOf(selected.selectedCollectionLabel));
-    } catch (e) {}
+    var model = shownModel();
+    if (msg.nodeId === hostSelecting) {
+      // The editor's cursor chose it: nothing to show back in the editor.
+      hostSelecting = null;
+      window.__exportlensCursor.selected = msg.nodeId;
+      return;
+    }
     window.__exportlensSelected = {model: model, node: msg.nodeId};
-    if (config.open) {
+    // Only a person's choice moves the editor: not the selection a reload restores.
+    if (config.open && Date.now() - userAt < 3000) {
       realFetch(files + "open?model=" + model + "&node=" + encodeURIComponent(msg.nodeId), {method: "POST"}).catch(function () {});
     }
   });

@@ -8,21 +8,33 @@ only paths under ``/<token>/`` -- the token is random per server, so another loc
 user or a web page cannot read the graphs or make the editor jump -- with one folder
 per page (``/<token>/<n>/``). A node selected in a page comes back as
 ``POST /<token>/<n>/exportlens/open?model=M&node=ID``, handed to ``on_open``.
+
+What the editor wants the page to do goes the other way by long polling:
+``GET /<token>/<n>/exportlens/events?after=K`` answers at once when the page's event
+count is past ``K`` (``K`` -1: the page's first question), else when it passes or after
+``WAIT_S``, with ``{"seq", "select", "version"}``: ``select`` the nodes to select
+(:meth:`PageServer.select`, the editor's cursor), ``version`` how many times the page
+was replaced by a newer result (:meth:`PageServer.replace`): the page reloads when it
+grows, keeping Model Explorer's UI state, which its address carries.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from exportlens.core.picture.page import Page
 
-__all__ = ["PageServer"]
+__all__ = ["WAIT_S", "PageServer"]
+
+WAIT_S = 20.0  # a long poll's longest wait: well under any proxy's idle timeout
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +58,13 @@ class PageServer:
     def __init__(self, on_open: OnOpen | None = None, *, keep: int = 16) -> None:
         self.token = secrets.token_urlsafe(18)
         self._pages: dict[int, Page] = {}
+        # per page: [event count, what to select (None: nothing yet), times replaced]
+        self._events: dict[int, list[Any]] = {}
         self._next = 0
         self._keep = keep  # pages kept: an editor asks for a new one at each request
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._closed = False
         self._on_open = on_open
         server = self
 
@@ -77,6 +93,9 @@ class PageServer:
         return self
 
     def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread = None
@@ -88,14 +107,56 @@ class PageServer:
             number = self._next
             self._next += 1
             self._pages[number] = page
+            self._events[number] = [0, None, 0]
             for old in [n for n in self._pages if n <= number - self._keep]:
                 del self._pages[old]
+                del self._events[old]
+            self._changed.notify_all()
         return f"http://127.0.0.1:{self.port}/{self.token}/{number}/"
 
     def page(self, number: int) -> Page | None:
         """The page served as ``number``, while it is kept."""
         with self._lock:
             return self._pages.get(number)
+
+    def numbers(self) -> list[int]:
+        """The pages served now."""
+        with self._lock:
+            return sorted(self._pages)
+
+    def replace(self, number: int, page: Page) -> bool:
+        """Serve ``page`` at ``number``'s address instead (a newer result): an open page
+        reloads. False when ``number`` is no longer served."""
+        with self._changed:
+            events = self._events.get(number)
+            if events is None:
+                return False
+            self._pages[number] = page
+            events[0] += 1
+            events[2] += 1
+            self._changed.notify_all()
+            return True
+
+    def select(self, number: int, model: int, nodes: Sequence[str]) -> bool:
+        """Ask page ``number`` to select ``nodes`` (ids) of its ``model``: it selects
+        the first the graph it shows holds. False when ``number`` is not served."""
+        with self._changed:
+            events = self._events.get(number)
+            if events is None:
+                return False
+            events[0] += 1
+            events[1] = {"model": model, "nodes": list(nodes)}
+            self._changed.notify_all()
+            return True
+
+    def _wait_events(self, number: int, after: int) -> dict[str, Any] | None:
+        """On a handler's thread: the page's events once past ``after`` (or ``WAIT_S``)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._closed or number not in self._events or self._events[number][0] > after, WAIT_S)
+            events = self._events.get(number)
+            if events is None:
+                return None
+            return {"seq": events[0], "select": events[1], "version": events[2]}
 
     def _page(self, handler: BaseHTTPRequestHandler) -> tuple[int, Page, str | None] | None:
         """The page a path names and the rest of the path (None: the folder without its
@@ -116,6 +177,14 @@ class PageServer:
             self._status(handler, HTTPStatus.NOT_FOUND)
             return
         number, page, rest = found
+        if rest == "exportlens/events":
+            after = (parse_qs(urlsplit(handler.path).query).get("after") or ["-1"])[0]
+            events = self._wait_events(number, int(after)) if after.lstrip("-").isdigit() else None
+            if events is None:
+                self._status(handler, HTTPStatus.NOT_FOUND)
+                return
+            self._send(handler, json.dumps(events).encode(), "application/json")
+            return
         if rest is None:  # the page's folder is what its base needs: with its slash
             handler.send_response(HTTPStatus.MOVED_PERMANENTLY)
             handler.send_header("Location", f"/{self.token}/{number}/")
@@ -133,6 +202,10 @@ class PageServer:
             return
         name = rest.rsplit("/", 1)[-1] or "index.html"
         kind = _TYPES.get("." + name.rsplit(".", 1)[-1] if "." in name else "", "application/octet-stream")
+        self._send(handler, data, kind)
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, data: bytes, kind: str) -> None:
         handler.send_response(HTTPStatus.OK)
         handler.send_header("Content-Type", kind)
         handler.send_header("Content-Length", str(len(data)))

@@ -24,11 +24,17 @@ and returns ``{"title", "url"}``; the client opens ``url`` in a browser. A node
 selected there comes back to the server, which asks the client to show its line
 (``window/showDocument``). Needs the ``graph`` extra; without it the command fails
 with the line that installs it.
+
+The notification ``exportlens/cursor`` ``{"uri", "line"}`` (0-based; the VS Code
+extension sends it while its picture is open) has every served page select the nodes
+that line made; a new result of a document redraws its pages (:func:`refresh`, from
+the export), which reload keeping their UI state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass, replace
 from typing import Any
@@ -53,6 +59,9 @@ from exportlens.server.host import Host
 from exportlens.server.positions import UTF16, split_lines, units
 
 GRAPH = "exportlens.graph"
+CURSOR = "exportlens/cursor"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -214,17 +223,66 @@ def _wants_page(args: tuple[Any, ...]) -> bool:
     return len(args) == 1 and isinstance(args[0], dict) and args[0].get("page") is True
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """What a served page shows: the document's targets (one, or all of them)."""
+
+    uri: str
+    target: str | None
+
+
 class _Pages:
     """The session's page server, started at the first page asked for; a selected
-    node of a page becomes ``window/showDocument`` on the event loop."""
+    node of a page becomes ``window/showDocument`` on the event loop; the editor's
+    cursor selects nodes in the pages (:meth:`cursor`); a new result of a document
+    replaces its pages (:meth:`refresh`)."""
 
     def __init__(self) -> None:
         self.server: PageServer | None = None
+        self.shown: dict[int, _Shown] = {}
 
-    def url(self, ls: Host, loop: asyncio.AbstractEventLoop, page: Page) -> str:
+    def url(self, ls: Host, loop: asyncio.AbstractEventLoop, page: Page, shown: _Shown) -> str:
         if self.server is None:
             self.server = PageServer(lambda number, model, node: self._open(ls, loop, number, model, node)).start()
-        return self.server.add(page)
+        url = self.server.add(page)
+        live = set(self.server.numbers())
+        self.shown = {n: s for n, s in self.shown.items() if n in live}
+        self.shown[int(url.rstrip("/").rsplit("/", 1)[1])] = shown
+        return url
+
+    def cursor(self, path: str, line: int) -> int:
+        """Select, in every page, the nodes 1-based ``line`` of ``path`` made (in
+        the first of its models that has any); the pages asked."""
+        if self.server is None:
+            return 0
+        where = (os.path.realpath(path), line)
+        asked = 0
+        for number in self.server.numbers():
+            page = self.server.page(number)
+            if page is None:
+                continue
+            for model, picture in enumerate(page.pictures):
+                nodes = picture.made.get(where)
+                if nodes:
+                    asked += self.server.select(number, model, nodes)
+                    break
+        return asked
+
+    async def refresh(self, ls: Host, uri: str) -> None:
+        """The pages of ``uri`` drawn anew from its current result (each page reloads,
+        keeping its UI state); a result without a graph leaves them as they are."""
+        server = self.server
+        numbers = [n for n, s in self.shown.items() if s.uri == uri]
+        state = ls.documents.get(uri)
+        if server is None or not numbers or state is None or state.result is None:
+            return
+        loop = asyncio.get_running_loop()
+        for number in numbers:
+            try:
+                found = await loop.run_in_executor(ls.io, _pictures, state.path, state.result, self.shown[number].target)
+            except JsonRpcInvalidParams:
+                continue  # no graph now (a failed export): the page keeps the last one
+            server.replace(number, Page(found, open=True))
 
     def _open(self, ls: Host, loop: asyncio.AbstractEventLoop, number: int, model: int, node: str) -> bool:
         """On the page server's thread: whether the node leads to a line."""
@@ -253,8 +311,46 @@ def _pictures(state_path: str, result: FileResult, target: str | None) -> list[P
     return found
 
 
+_PAGES: dict[int, _Pages] = {}  # id(host) -> its pages: one server per process in practice
+
+
+def refresh(server: Host, uri: str) -> None:
+    """A new result for ``uri``: its open pictures are drawn again."""
+    pages = _PAGES.get(id(server))
+    if pages is not None and any(s.uri == uri for s in pages.shown.values()):
+        server.background(pages.refresh(server, uri), "refreshing a graph picture")
+
+
+def _cursor_arguments(params: Any) -> tuple[str, int] | None:
+    get = params.get if isinstance(params, dict) else lambda k: getattr(params, k, None)
+    uri, line = get("uri"), get("line")
+    if not isinstance(uri, str) or not isinstance(line, int) or isinstance(line, bool) or line < 0:
+        return None
+    return uri, line
+
+
 def register(server: Host) -> None:
-    pages = _Pages()
+    pages = _PAGES.setdefault(id(server), _Pages())
+
+    @server.feature(CURSOR)
+    def cursor(ls: Host, params: Any) -> None:
+        """``exportlens/cursor`` ``{"uri", "line"}`` (0-based): the editor's cursor moved;
+        the pictures select the nodes that line made, while the line is the text the
+        result was made from."""
+        try:
+            found = _cursor_arguments(params)
+            if found is None:
+                log.debug("%s: ignored params %r", CURSOR, params)
+                return
+            uri, line = found
+            state = ls.documents.get(uri)
+            if state is not None and state.result_lines:
+                current = split_lines(ls.workspace.get_text_document(uri).source)
+                if not state.line_unchanged(current, line):
+                    return  # the results' nodes at this number belong to another line
+            pages.cursor(uris.to_fs_path(uri) or uri, line + 1)
+        except Exception:  # noqa: BLE001 - a notification must not take the server down
+            log.exception("%s failed", CURSOR)
 
     @server.command(GRAPH)
     async def graph(ls: Host, *args: Any) -> dict[str, Any]:
@@ -270,7 +366,7 @@ def register(server: Host) -> None:
             except WebAppMissing as e:
                 raise JsonRpcInvalidParams(str(e)) from None
             title = f"{', '.join(p.target for p in found)}: graph"
-            return {"title": title, "url": pages.url(ls, loop, Page(found, open=True))}
+            return {"title": title, "url": pages.url(ls, loop, Page(found, open=True), _Shown(uri, target))}
         if line is not None:
             current = split_lines(ls.workspace.get_text_document(uri).source)
             if not state.line_unchanged(current, line):

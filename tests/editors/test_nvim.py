@@ -304,6 +304,7 @@ def test_hints_lenses_and_the_graph_view(features_project: Path, expected: Path,
         "q closes the view",
         ":ExportlensGraphPage opens the page's loopback address",
         "a node selected in the page opens its line",
+        "the cursor on `return torch.relu(h)` selects relu in the page",
         "after `nn.Linear(8, 32)` the drawn hint",
         "the drawn status lens says the export failed",
     )

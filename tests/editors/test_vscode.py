@@ -384,3 +384,64 @@ def test_real_editor_shows_hints_lenses_graph_links_and_applies_a_quick_fix(kit:
         images.mkdir(parents=True, exist_ok=True)
         for name in ("vscode-inlay-hints.png", "vscode-quick-fix.png", "vscode-graph-view.png"):
             shutil.copyfile(ARTIFACTS / "features" / name, images / name)
+
+
+@pytest.mark.timeout(3600)
+def test_real_editor_shows_the_graph_picture_and_a_selected_node_shows_its_line(
+    kit: dict[str, str], vsix: Path
+) -> None:
+    """Issue 31 in the real editor: "Show Graph as a Picture" on net.py opens a webview
+    beside the code framing the server's Model Explorer page (through code-server's port
+    proxy), which draws the graph view -- not the model-selection page -- and selecting
+    the ``aten.linear`` node there shows its line of layers.py, the module the code is in.
+    The cursor on another line of layers.py selects that line's node in the picture; an
+    edit saved there redraws the picture with the new graph, its layers still expanded
+    and its node still selected.
+    """
+    pytest.importorskip("model_explorer")
+    assert VENV_PYTHON.exists(), "run scripts/setup first"
+    proj_line = _line_of(FEATURES / "layers.py", "h = self.proj(x)")
+    relu_line = _line_of(FEATURES / "layers.py", "return torch.relu(h)")
+    result = _run_e2e(
+        kit,
+        vsix,
+        "picture",
+        mode="picture",
+        picture={
+            "file": "net.py",
+            "lenses": ["✓ Block exported"],
+            "node": {"label": "aten.linear", "file": "layers.py", "line": proj_line},
+            "cursor": {"line": relu_line, "node": "relu"},
+            "edit": {"append": ".sin()", "label": "aten.sin"},
+        },
+        workspaceFiles=[str(FEATURES / n) for n in ("net.py", "layers.py")],
+    )
+    shown = result["picture"]
+    # Beside the code: the source's group and the webview's.
+    assert shown["groups"] >= 2, shown
+    # The webview framed the server's page through code-server (not 127.0.0.1 of the server's own port).
+    assert re.search(r"/proxy/\d+/[\w-]+/\d+/", shown["src"]), shown["src"]
+    # The graph view, with the model's node count, not the model-selection page.
+    assert re.search(r"op node count", shown["text"], re.I), shown["text"]
+    assert "Select models" not in shown["text"], shown["text"]
+    # Not blank: a drawn graph has many colours (a blank or one-colour frame has a handful).
+    assert shown["colours"] > 50, shown
+    assert shown["jump"]["tab"].startswith("layers.py") and shown["jump"]["where"].startswith(f"Ln {proj_line},"), shown
+    # The cursor on the relu line selected relu in the picture; the editor stayed on that line.
+    # relu, and the output whose value that line returns; the first is selected
+    assert shown["cursor"] == {"nodes": ["relu", "output"], "selected": "relu"}, shown["cursor"]
+    assert shown["cursorStays"]["tab"].startswith("layers.py"), shown["cursorStays"]
+    assert shown["cursorStays"]["where"].startswith(f"Ln {relu_line},"), shown["cursorStays"]
+    # The edit saved: the picture reloaded with the new node, keeping its expanded layers and selection.
+    assert "aten.sin" in shown["labelsAfter"], shown["labelsAfter"]
+    before, after = shown["uiStateBefore"], shown["uiStateAfter"]
+    assert before["selectedNodeId"] == "relu" and before["deepestExpandedGroupNodeIds"], before
+    assert after["selectedNodeId"] == "relu", after
+    assert after["deepestExpandedGroupNodeIds"] == before["deepestExpandedGroupNodeIds"], (before, after)
+    shots = {Path(p).name for p in result["screenshots"]}
+    assert {
+        "vscode-graph-picture.png",
+        "vscode-graph-picture-jump.png",
+        "vscode-graph-picture-cursor.png",
+        "vscode-graph-picture-refreshed.png",
+    } <= shots, shots

@@ -11,6 +11,7 @@ serves nothing and makes nothing jump.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import urllib.error
 import urllib.request
@@ -173,3 +174,124 @@ async def test_page_refuses_a_document_without_a_graph(tmp_path: Path) -> None:
         await client.diagnostics_for(doc.uri, 1)
         with pytest.raises(Exception, match="no graph"):
             await client.command("exportlens.graph", {"uri": doc.uri, "page": True})
+
+
+NESTED = '''import torch
+from torch import nn
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return torch.relu(h)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x):
+        y = self.inner(x)
+        return y * 2
+
+
+model = Net()
+example_args = (torch.randn(4, 8),)
+'''
+
+# The page's UI state, as Model Explorer keeps it in the address (``data=``).
+_UI_STATE = "JSON.parse(new URLSearchParams(location.search).get('data')).uiState.paneStates[0]"
+
+
+def _cursor(client: Any, uri: str, line: int) -> None:
+    client.protocol.notify("exportlens/cursor", {"uri": uri, "line": line})
+
+
+async def test_the_cursor_selects_its_lines_nodes_and_a_new_result_keeps_the_view(tmp_path: Path) -> None:
+    """The editor's cursor (``exportlens/cursor``) selects in the open page the nodes its
+    line made -- without sending the editor anywhere -- and a saved edit redraws the page
+    with the new graph, keeping the expanded layers and the selection."""
+    from tests.chromium import Browser
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'proj'\n")
+    (root / "model.py").write_text(NESTED)
+    async with running_server("neovim", root, {"cache": False}) as (client, _init):
+        doc = Doc(client, root / "model.py")
+        doc.open()
+        await client.diagnostics_for(doc.uri, 1)
+        page = await client.command("exportlens.graph", {"uri": doc.uri, "page": True})
+        b = await asyncio.to_thread(Browser)
+        try:
+            await asyncio.to_thread(b.go, page["url"])
+            await asyncio.to_thread(b.wait, "the graph view", lambda: "op node count" in b.text())
+
+            # The line inside the layer: its node is selected, and its layer opened to show it.
+            _cursor(client, doc.uri, doc.line_of("h = self.proj(x)"))
+            chosen = await asyncio.to_thread(b.wait, "the cursor's node selected", lambda: b.js("window.__exportlensCursor.selected"))
+            assert chosen == "linear", chosen
+            assert b.js("window.__exportlensCursor.nodes") == ["linear"]
+            state = await asyncio.to_thread(b.wait, "the selection in the UI state", lambda: (s := b.js(_UI_STATE))["selectedNodeId"] == "linear" and s)
+            expanded = state["deepestExpandedGroupNodeIds"]
+            assert expanded, state  # the layer holding it is open
+
+            # The call of the layer made every node of it: the first is selected.
+            _cursor(client, doc.uri, doc.line_of("y = self.inner(x)"))
+            await asyncio.to_thread(b.wait, "the layer call's first node", lambda: b.js("window.__exportlensCursor.selected") == "linear" and b.js("window.__exportlensCursor.nodes").__len__() >= 2)
+            assert set(b.js("window.__exportlensCursor.nodes")) == {"linear", "relu"}
+            _cursor(client, doc.uri, doc.line_of("return y * 2"))
+            await asyncio.to_thread(b.wait, "the multiplication", lambda: b.js("window.__exportlensCursor.selected") == "mul")
+            # A line of the editor's own choosing moves nothing in the editor.
+            await asyncio.sleep(1.0)
+            assert client.shown_documents == []
+
+            # Back inside the layer, then a new result: the page reloads with the new graph.
+            _cursor(client, doc.uri, doc.line_of("h = self.proj(x)"))
+            await asyncio.to_thread(b.wait, "linear again", lambda: b.js(_UI_STATE)["selectedNodeId"] == "linear")
+            before = b.js(_UI_STATE)
+            b.js("window.__exportlensOld = true")
+            version = doc.replace("return y * 2", "return (y * 2).sin()")
+            doc.save()
+            await client.diagnostics_for(doc.uri, version)
+            await asyncio.to_thread(b.wait, "the page reloaded", lambda: b.js("window.__exportlensOld !== true && document.querySelector('canvas') !== null"))
+            graph = await asyncio.to_thread(b.js, "fetch('exportlens/graphs/0.json').then(r => r.json())")
+            assert "aten.sin" in {n["label"] for n in graph["graphs"][0]["nodes"]}
+            after = await asyncio.to_thread(b.wait, "the restored view", lambda: (s := b.js(_UI_STATE))["selectedNodeId"] == "linear" and s)
+            assert after["deepestExpandedGroupNodeIds"] == before["deepestExpandedGroupNodeIds"], (before, after)
+            # Restoring the selection is not a person's click: the editor stays where it is.
+            await asyncio.sleep(1.0)
+            assert client.shown_documents == []
+        finally:
+            await asyncio.to_thread(b.close)
+
+
+async def test_a_cursor_notification_with_bad_params_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'proj'\n")
+    (root / "model.py").write_text(NESTED)
+    async with running_server("neovim", root, {"cache": False}) as (client, _init):
+        doc = Doc(client, root / "model.py")
+        doc.open()
+        await client.diagnostics_for(doc.uri, 1)
+        page = await client.command("exportlens.graph", {"uri": doc.uri, "page": True})
+        for bad in ({"uri": doc.uri}, {"uri": doc.uri, "line": -1}, {"uri": 3, "line": 1}, {"line": True}):
+            client.protocol.notify("exportlens/cursor", bad)
+        _cursor(client, doc.uri, 0)  # a line that made no node
+        # The server is alive and the page's events name no selection.
+        assert (await client.command("exportlens.graph", {"uri": doc.uri, "page": True}))["url"] != page["url"]
+        with urllib.request.urlopen(page["url"] + "exportlens/events?after=-1", timeout=30) as r:
+            events = json.loads(r.read())
+        assert events == {"seq": 0, "select": None, "version": 0}, events
+        _cursor(client, doc.uri, doc.line_of("return y * 2"))
+        await asyncio.sleep(0.5)
+        with urllib.request.urlopen(page["url"] + "exportlens/events?after=0", timeout=30) as r:
+            events = json.loads(r.read())
+        # the multiplication, and the output whose value that line returns
+        assert events["select"] == {"model": 0, "nodes": ["mul", "output"]}, events

@@ -47,3 +47,20 @@ export function pictureHtml(frameUrl: string, title: string): string {
         '</body></html>',
     ].join('\n');
 }
+
+export interface CursorParams {
+    uri: string;
+    line: number;
+}
+
+/**
+ * The `exportlens/cursor` notification's params for a cursor on 0-based `line` of a
+ * document, or undefined for a document the server has no nodes of (not a Python file
+ * on disk).
+ */
+export function cursorParams(uri: string, scheme: string, languageId: string, line: number): CursorParams | undefined {
+    if (scheme !== 'file' || languageId !== 'python' || !Number.isInteger(line) || line < 0) {
+        return undefined;
+    }
+    return { uri, line };
+}

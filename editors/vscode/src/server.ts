@@ -91,6 +91,14 @@ export class ServerController implements Disposable {
         return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
     }
 
+    /** A notification to the running server; nothing when it is not running. */
+    notify(method: string, params: object): void {
+        const client = this.running;
+        if (client !== undefined) {
+            void client.sendNotification(method, params).catch(() => undefined);
+        }
+    }
+
     async dispose(): Promise<void> {
         await this.stop();
         this.changed.dispose();

@@ -201,3 +201,32 @@ def test_a_target_without_program_or_with_bad_bytes_is_a_schema_error() -> None:
         picture(TargetResult("X", 1, "error"), path="x.py")
     with pytest.raises(SchemaError):
         picture(TargetResult("X", 1, "ok", program=b"\x93garbage"), path="x.py")
+
+
+def test_each_line_lists_the_nodes_it_made_from_every_frame(tmp_path: Path) -> None:
+    """``made`` (what the editor's cursor selects): a line holds every computing node whose
+    stack passes through it -- the call of a layer all of the layer's nodes -- checked
+    against torch's own ``stack_trace`` of each node."""
+    from tests.server.test_e2e_graph_page import NESTED
+
+    file = tmp_path / "nested.py"
+    file.write_text(NESTED)
+    ep, path = _module_file(file)
+    pic = picture(_target(ep), path=path)
+    real = os.path.realpath(path)
+    want: dict[int, set[str]] = {}
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for match in re.finditer(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or ""):
+            if os.path.realpath(match.group(1)) == real:
+                want.setdefault(int(match.group(2)), set()).add(node.name)
+    call = NESTED.splitlines().index("        y = self.inner(x)") + 1
+    assert len(want.get(call, ())) >= 2, want  # the layer's call made the layer's nodes
+    computing = {n.name for n in ep.graph.nodes if n.op == "call_function"}
+    got = {line: {n for n in ids if n in computing} for (f, line), ids in pic.made.items() if f == real}
+    assert {k: v for k, v in got.items() if v} == want
+    # Ids come in graph order: the first is where the line's work begins.
+    order = [n.name for n in ep.graph.nodes]
+    for ids in pic.made.values():
+        assert ids == sorted(ids, key=order.index)

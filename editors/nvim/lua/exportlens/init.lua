@@ -178,6 +178,39 @@ function M.graph(bufnr, target)
   M.graph_view(client, bufnr, { argument }, argument.target)
 end
 
+local cursor_timer = nil
+
+--- Once a picture was opened: the cursor's line (once it rests 150 ms, on a new line)
+--- goes to the server as `exportlens/cursor`, which has the open pictures select the
+--- nodes that line made.
+function M.follow_cursor()
+  if cursor_timer ~= nil then
+    return
+  end
+  cursor_timer = vim.uv.new_timer()
+  local last = {}
+  vim.api.nvim_create_autocmd({ 'CursorMoved', 'CursorMovedI' }, {
+    group = vim.api.nvim_create_augroup('exportlens_graph_cursor', { clear = true }),
+    callback = function(ev)
+      if vim.bo[ev.buf].buftype ~= '' or M.client(ev.buf) == nil then
+        return
+      end
+      local uri, line = vim.uri_from_bufnr(ev.buf), vim.api.nvim_win_get_cursor(0)[1] - 1
+      if last.uri == uri and last.line == line then
+        return
+      end
+      last = { uri = uri, line = line }
+      cursor_timer:stop()
+      cursor_timer:start(150, 0, vim.schedule_wrap(function()
+        local client = M.client(ev.buf)
+        if client ~= nil then
+          client:notify('exportlens/cursor', { uri = uri, line = line })
+        end
+      end))
+    end,
+  })
+end
+
 --- `:ExportlensGraphPage [target]`: the graph as a picture (Model Explorer's page,
 --- served by the language server on 127.0.0.1), opened with `vim.ui.open` (the
 --- system's browser). Selecting a node there makes the server send
@@ -196,6 +229,7 @@ function M.graph_page(bufnr, target, open)
       return
     end
     vim.g.exportlens_graph_url = result.url
+    M.follow_cursor()
     notify(('%s: %s'):format(result.title or 'graph', result.url))
     if open then
       open(result.url)

@@ -11,10 +11,12 @@
 // Config: {
 //   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
 //   vsix, python, workspaceFiles: [paths], artifacts: dir,
-//   mode: "plumbing" | "full" | "not-installed" | "features",  // plumbing: only the server start
-//                                                // attempt; not-installed: `python` lacks exportlens;
-//                                                // features: hints, lenses, graph view, quick fix
+//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture",  // plumbing: only the server
+//                                                // start attempt; not-installed: `python` lacks exportlens;
+//                                                // features: hints, lenses, graph view, quick fix;
+//                                                // picture: Show Graph as a Picture (Model Explorer's webview)
 //   features: {target, module, view, lineNodes, quickFix},  // see features() below
+//   picture: {file, lenses, node: {label, file, line}, cursor: {line, node}, edit: {append, label}},  // see picture()
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
@@ -33,7 +35,7 @@ const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
 const result = {
     ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
     hints: {}, hintsOff: '', lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
-    output: '', screenshots: [], error: null,
+    output: '', screenshots: [], picture: {}, error: null,
 };
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
 const started = Date.now();
@@ -858,6 +860,164 @@ async function features(page, profile, f) {
     await applyQuickFix(page, f.quickFix);
 }
 
+/**
+ * Model Explorer's page in the webview: an iframe (the webview) holding an iframe (its
+ * `active-frame` document) holding the webview's own `<iframe>` of the server's page.
+ */
+function pictureFrame(page) {
+    return page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame').frameLocator('iframe');
+}
+
+/** Wait until the picture's frame shows the graph view ("op node count" in its side panel). */
+async function waitForPicture(page, what) {
+    step(`wait for ${what}`);
+    const frame = pictureFrame(page);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        text = await frame.locator('body').innerText({ timeout: 5_000 }).catch(() => '');
+        if (/op node count/i.test(text)) {
+            return { frame, text };
+        }
+        await page.waitForTimeout(500);
+    }
+    throw new Error(`the webview never showed Model Explorer's graph view; its frame reads:\n${text.slice(0, 2000)}`);
+}
+
+/** The screenshot, checked not blank: the webview's box must hold many distinct colours. */
+async function pictureScreenshot(page, name) {
+    const box = await page.locator('iframe.webview.ready').first().boundingBox();
+    if (!box) {
+        throw new Error('the webview has no box on screen');
+    }
+    const file = path.join(config.artifacts, name);
+    await page.screenshot({ path: file });
+    result.screenshots.push(file);
+    const clip = await page.screenshot({ clip: box });
+    // Distinct bytes in the PNG's compressed stream say little; ask the browser to count
+    // colours of the same pixels instead.
+    const colours = await page.evaluate(async (b64) => {
+        const img = new Image();
+        img.src = `data:image/png;base64,${b64}`;
+        await img.decode();
+        const canvas = document.createElement('canvas');
+        canvas.width = img.width;
+        canvas.height = img.height;
+        const ctx = canvas.getContext('2d');
+        ctx.drawImage(img, 0, 0);
+        const data = ctx.getImageData(0, 0, img.width, img.height).data;
+        const seen = new Set();
+        for (let i = 0; i < data.length; i += 4) {
+            seen.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+        }
+        return seen.size;
+    }, clip.toString('base64'));
+    result.picture.colours = colours;
+    result.picture.box = box;
+    return colours;
+}
+
+/**
+ * "exportlens: Show Graph as a Picture" on `p.file`: the webview opens beside the code
+ * with Model Explorer's graph view; a node found by its label (Model Explorer's search)
+ * and selected there shows its line in the editor.
+ */
+async function picture(page, profile, p) {
+    await waitForOutput(page, profile, /Server running/, 'a running server');
+    await openFile(page, p.file);
+    await waitForLenses(page, p.file, p.lenses);
+    await runCommand(page, 'exportlens: Show Graph as a Picture');
+    step('wait for the webview beside the code');
+    await page.locator('iframe.webview.ready').first().waitFor({ state: 'visible', timeout: UI_WAIT });
+    result.picture.groups = await page.evaluate(() => document.querySelectorAll('.editor-group-container').length);
+    result.picture.src = await page
+        .frameLocator('iframe.webview.ready')
+        .frameLocator('iframe#active-frame')
+        .locator('iframe')
+        .getAttribute('src', { timeout: UI_WAIT });
+    const { frame, text } = await waitForPicture(page, "Model Explorer's graph view in the webview");
+    result.picture.text = text.slice(0, 4000);
+    // The layout runs in a worker: wait for the canvas before the picture is taken.
+    await frame.locator('canvas').first().waitFor({ state: 'visible', timeout: UI_WAIT });
+    await page.waitForTimeout(2000);
+    await pictureScreenshot(page, 'vscode-graph-picture.png');
+
+    step(`select the node labelled ${p.node.label} in the picture`);
+    const search = frame.locator('input[placeholder*="Search"]').first();
+    await search.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await search.fill(p.node.label);
+    const hit = frame.locator('div.label > span.node-label').filter({ hasText: new RegExp(`^\\s*${p.node.label.replace('.', '\\.')}\\s*$`) }).first();
+    await hit.waitFor({ state: 'visible', timeout: UI_WAIT });
+    // Alt+click on a search result selects that node in the graph (Model Explorer's own gesture).
+    await hit.click({ modifiers: ['Alt'] });
+    const { tab, where, ok } = await watchCursor(page, (tab, where) => tab.startsWith(p.node.file) && where.startsWith(`Ln ${p.node.line},`));
+    result.picture.jump = { tab, where };
+    if (!ok) {
+        throw new Error(`selecting ${p.node.label} in the picture did not show ${p.node.file}:${p.node.line}; the active tab is "${tab}" at "${where}"`);
+    }
+    await screenshot(page, 'vscode-graph-picture-jump.png');
+
+    // The cursor's line selects its node in the picture, and the editor stays where it is.
+    step(`cursor to ${p.node.file}:${p.cursor.line}: the picture selects ${p.cursor.node}`);
+    await goTo(page, p.cursor.line, 9);
+    const body = frame.locator('body');
+    const cursorEnd = Date.now() + UI_WAIT;
+    let wish = {};
+    while ((wish = await body.evaluate(() => window.__exportlensCursor ?? {}).catch(() => ({}))).selected !== p.cursor.node) {
+        if (Date.now() > cursorEnd) {
+            throw new Error(`the cursor on line ${p.cursor.line} did not select ${p.cursor.node} in the picture: ${JSON.stringify(wish)}`);
+        }
+        await page.waitForTimeout(250);
+    }
+    result.picture.cursor = wish;
+    await page.waitForTimeout(1500);
+    result.picture.cursorStays = { tab: await activeTab(page), where: await cursorPosition(page) };
+    await screenshot(page, 'vscode-graph-picture-cursor.png');
+    const uiState = () => body.evaluate(() => JSON.parse(new URLSearchParams(location.search).get('data')).uiState.paneStates[0]);
+    result.picture.uiStateBefore = await uiState();
+
+    // A new result (the module edited and saved): the picture shows it, keeping its view.
+    step(`edit ${p.node.file}:${p.cursor.line} and save: the picture reloads with the new graph`);
+    await body.evaluate(() => {
+        window.__exportlensOld = true;
+    });
+    await goTo(page, p.cursor.line, 200); // the end of the line
+    await page.keyboard.type(p.edit.append);
+    await page.keyboard.press('Control+S');
+    const reloadEnd = Date.now() + TIMEOUT;
+    let labels = [];
+    for (;;) {
+        const reloaded = await body
+            // The side panel may show the restored node's info instead of the graph's: a canvas says it drew.
+            .evaluate(() => window.__exportlensOld !== true && document.querySelector('canvas') !== null)
+            .catch(() => false);
+        if (reloaded) {
+            labels = await body.evaluate(() =>
+                fetch('exportlens/graphs/0.json').then((r) => r.json()).then((g) => g.graphs[0].nodes.map((n) => n.label)),
+            );
+            if (labels.includes(p.edit.label)) {
+                break;
+            }
+        }
+        if (Date.now() > reloadEnd) {
+            throw new Error(`the picture never showed ${p.edit.label} after the edit; labels: ${JSON.stringify(labels)}`);
+        }
+        await page.waitForTimeout(500);
+    }
+    result.picture.labelsAfter = labels;
+    const restoredEnd = Date.now() + UI_WAIT;
+    let after = {};
+    while ((after = await uiState().catch(() => ({}))).selectedNodeId !== result.picture.uiStateBefore.selectedNodeId) {
+        if (Date.now() > restoredEnd) {
+            break;
+        }
+        await page.waitForTimeout(250);
+    }
+    result.picture.uiStateAfter = after;
+    await page.waitForTimeout(1000);
+    await screenshot(page, 'vscode-graph-picture-refreshed.png');
+}
+
 async function main() {
     fs.mkdirSync(config.artifacts, { recursive: true });
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-vscode-e2e-'));
@@ -896,6 +1056,12 @@ async function main() {
         // The palette lists the commands registered when it opens: on a loaded machine the
         // extension's may come after the Explorer shows. Its status item says it is active.
         await waitForActivation(page);
+        if (config.mode === 'picture') {
+            // The output channel is read from its log file: no Output panel in the way.
+            await picture(page, profile, config.picture);
+            result.ok = true;
+            return;
+        }
         await runCommand(page, 'exportlens: Show Output');
         await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
         await waitForOutputPanel(page);

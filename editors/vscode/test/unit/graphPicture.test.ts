@@ -1,7 +1,7 @@
 // The page answer of `exportlens.graph` and the webview that frames it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pageCommandArgs, parsePageAnswer, pictureHtml } from '../../src/graphPicture';
+import { cursorParams, pageCommandArgs, parsePageAnswer, pictureHtml } from '../../src/graphPicture';
 
 const URL_OK = 'http://127.0.0.1:40123/AbC-_9xyz/0/';
 
@@ -25,4 +25,11 @@ test('pictureHtml frames the page and allows only its origin', () => {
     assert.match(html, /default-src 'none'/);
     assert.ok(!html.includes('<x>') && html.includes('&quot;graph&quot;'));
     assert.ok(!html.includes('<script'));
+});
+
+test('cursorParams names a Python file on disk and its 0-based line', () => {
+    assert.deepEqual(cursorParams('file:///w/net.py', 'file', 'python', 12), { uri: 'file:///w/net.py', line: 12 });
+    assert.equal(cursorParams('untitled:Untitled-1', 'untitled', 'python', 3), undefined);
+    assert.equal(cursorParams('file:///w/notes.md', 'file', 'markdown', 3), undefined);
+    assert.equal(cursorParams('file:///w/net.py', 'file', 'python', -1), undefined);
 });

@@ -262,6 +262,21 @@ return function(T)
   T.check("a node selected in the page opens its line: `h = self.proj(x)` in layers.py", shown == true,
     { buf = vim.api.nvim_buf_get_name(0), cursor = vim.api.nvim_win_get_cursor(0), want = proj_line + 1 })
 
+  -- Since the page opened, the cursor follows into it: on `return torch.relu(h)` the
+  -- server asks the page (its events, which the page polls) to select relu.
+  local relu_line = lsp.line_of(layers, 'return torch.relu(h)')
+  press(tostring(relu_line + 1) .. 'G')
+  -- Neovim raises CursorMoved when its main loop next waits for a key, which a script
+  -- waiting in vim.wait never lets it do: raised here as that loop would.
+  vim.api.nvim_exec_autocmds('CursorMoved', { buffer = layers })
+  local wish = T.wait(lsp.REQUEST_MS, function()
+    local out = vim.system({ T.env('EXPORTLENS_NVIM_PYTHON'), '-c', 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())',
+      opened .. 'exportlens/events?after=-1' }):wait()
+    local events = out.code == 0 and vim.json.decode(out.stdout) or nil
+    return events ~= nil and type(events.select) == 'table' and events.select.nodes[1] == 'relu' and events or nil
+  end)
+  T.check('the cursor on `return torch.relu(h)` selects relu in the page', wish ~= nil, wish)
+
   -- An edit, saved (a model module is exported again when it is saved): the hints
   -- and the status lens follow the new export. Neovim draws hints only on the lines
   -- a window shows: one window, on the forward.
