@@ -32,8 +32,8 @@ from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
 from exportlens.core.contract.snapshot import read as read_snapshot
 from exportlens.core.isolation import startmethod
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of
 from exportlens.core.project.settings import (

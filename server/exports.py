@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core import torchversion
-from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets

@@ -23,10 +23,10 @@ import os
 import threading
 from typing import Callable
 
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pool import PoolEvent, WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ import sys
 from typing import Any, Callable, TypeVar
 
 from exportlens.core.cache.portable import Places, places_for
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.lowering import PACKAGES
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
 
 T = TypeVar("T")

@@ -79,8 +79,8 @@ from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remap import FileMap, moved_modules, remap
 from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.plain import from_plain, pack, to_plain
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 

@@ -41,8 +41,9 @@ from exportlens.core.export.loader import (
 )
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
-from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.isolation.messages import FromJob, Phase, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, problem_message

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from exportlens.core.isolation.forking import Job, Standby, dump_file
-from exportlens.core.isolation.messages import Export, ExportRequest, Message, StandbyWarm, read_frame, write_frame
+from exportlens.core.isolation.messages import Export, Message, StandbyWarm, read_frame, write_frame
 from exportlens.core.isolation.procs import kill_group, signal_group
 from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 
 ENTRY = "exportlens.core.isolation.spawning"

@@ -35,8 +35,8 @@ from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
 from exportlens.core.cache.portable import places_for
 from exportlens.core.cache.store import ResultCache, default_cache_dir
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.model.plain import pack
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
 from exportlens.core.source.tokens import token_key
@@ -251,7 +251,7 @@ def test_a_fifo_as_the_model_file_is_a_miss_not_a_hang(project: Project, tmp_pat
     fifo = project.root / "pipe.py"
     os.mkfifo(fifo)
     code = (
-        "import sys\nfrom exportlens.core.cache.store import ResultCache\nfrom exportlens.core.isolation.messages import ExportRequest\n"
+        "import sys\nfrom exportlens.core.cache.store import ResultCache\nfrom exportlens.core.model.request import ExportRequest\n"
         "cache = ResultCache(sys.argv[2])\nrequest = ExportRequest(id=0, path=sys.argv[1])\n"
         "assert cache.lookup(request) is None\ncache.store(request, __import__('exportlens.core.model.results', fromlist=['x']).FileResult(sys.argv[1]))\n"
     )
