@@ -25,12 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
-from exportlens.core.cache.keys import file_state
 from exportlens.core.cache.remote import RemoteStore, secret_from_env
 from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
 from exportlens.core.contract.snapshot import read as read_snapshot
+from exportlens.core.disk.states import file_state
 from exportlens.core.isolation import startmethod
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.request import ExportRequest, Limits

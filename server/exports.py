@@ -24,6 +24,7 @@ from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
+from exportlens.core.watch import changed_since
 from exportlens.server import overlays, pyproject_view, views
 from exportlens.server.features import diagnostics, lenses, untrusted
 from exportlens.server.features import hints as hint_features
@@ -31,7 +32,6 @@ from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
 from exportlens.server.positions import split_lines
-from exportlens.server.watch import changed_since
 from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:

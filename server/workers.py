@@ -25,9 +25,9 @@ from typing import Callable
 
 from exportlens.core.isolation.pool import PoolEvent, WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
-from exportlens.core.isolation.trace import mark
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
+from exportlens.core.trace import mark
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
-from exportlens.core.isolation.trace import mark
 from exportlens.core.model.request import ExportRequest
+from exportlens.core.trace import mark
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 PR_SET_PDEATHSIG = 1

@@ -53,9 +53,10 @@ from typing import Any, BinaryIO, ClassVar, Union
 
 import msgpack
 
+from exportlens.core.model.events import Phase, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.plain import WireError, from_plain, to_plain
 from exportlens.core.model.request import ExportRequest
-from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
+from exportlens.core.model.results import FileResult
 
 MAX_FRAME = 256 * 1024 * 1024  # a result with every program of a large file fits
 HEADER = struct.Struct(">I")
@@ -158,35 +159,6 @@ class Retiring:
 @dataclass(frozen=True)
 class StandbyWarm:
     TAG: ClassVar[str] = "standby"
-
-
-@dataclass(frozen=True)
-class TargetsFound:
-    TAG: ClassVar[str] = "targets"
-    targets: tuple[TargetDecl, ...]
-
-
-@dataclass(frozen=True)
-class TargetBegins:
-    TAG: ClassVar[str] = "begin"
-    target: str
-
-
-@dataclass(frozen=True)
-class Phase:
-    """The job moved on to another step of the file or of ``target``: running the
-    file, building the model, tracing, decompositions, lowering."""
-
-    TAG: ClassVar[str] = "phase"
-    target: str | None
-    phase: str
-
-
-@dataclass(frozen=True)
-class TargetDone:
-    TAG: ClassVar[str] = "done"
-    target: TargetResult
-    diagnostics: tuple[Diagnostic, ...] = ()
 
 
 @dataclass(frozen=True)

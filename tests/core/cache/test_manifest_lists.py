@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exportlens.core.cache.keys import ABSENT, file_state
 from exportlens.core.cache.store import MANIFEST_LISTS, ResultCache
+from exportlens.core.disk.states import ABSENT, file_state
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult, TargetResult
 

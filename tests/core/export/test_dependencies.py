@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.cache.keys import ABSENT
+from exportlens.core.disk.states import ABSENT
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
