@@ -16,7 +16,8 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from exportlens.core.isolation import fakecache, trace
+from exportlens.core import trace
+from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation import fakecache, hotpages, jobprocess, trace
+from exportlens.core import trace
+from exportlens.core.isolation import fakecache, hotpages, jobprocess
 from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
