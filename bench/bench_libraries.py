@@ -230,7 +230,7 @@ async def main() -> None:
 
 def _print_trace(path: Path, window: tuple[float, float]) -> None:
     """The trace's lines from the save at ``window[0]`` to its diagnostics at ``window[1]``."""
-    from exportlens.core.isolation.trace import read
+    from exportlens.core.trace import read
 
     lines = [line for line in read(str(path)) if window[0] <= line[0] <= window[1]]
     if not lines:

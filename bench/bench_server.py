@@ -182,8 +182,8 @@ async def hover_latency(client: RecordingClient, path: Path) -> tuple[list[float
 
 def pool_ms(paths: list[Path], runs: int = 5) -> dict[str, float]:
     """The same exports straight on a warm WorkerPool: the core's cost without the server."""
-    from exportlens.core.isolation.messages import ExportRequest
     from exportlens.core.isolation.pool import WorkerPool
+    from exportlens.core.model.request import ExportRequest
 
     out: dict[str, float] = {}
     with WorkerPool(1) as pool:

@@ -1,10 +1,11 @@
-"""exportlens.core: finding, exporting and analysing models. No LSP, no asyncio,
-and nothing here imports the ``exportlens`` package above it.
+"""exportlens.core: finding, exporting and analysing models. No LSP, no asyncio but
+``watch``'s (the watcher hands its events to the caller's event loop), and nothing
+here imports the ``exportlens`` package above it.
 
 Which subpackages import torch:
 
-- ``model``, ``source``, ``project``, ``cache``, ``pipeline``: never (the CLI and the
-  language server use them).
+- ``model``, ``source``, ``project``, ``cache``, ``disk``, ``trace``, ``watch``,
+  ``pipeline``: never (the CLI and the language server use them).
 - ``isolation``: the pool side (``pool``, ``messages``, ``pipes``) never; the zygote
   and the job process import torch once, in the worker process.
 - ``serde``: ``schema``, ``codec`` and the torch-free ``reader`` never; ``encode``,

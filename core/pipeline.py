@@ -25,15 +25,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, TypeVar
 
-from exportlens.core.cache.keys import file_state
 from exportlens.core.cache.remote import RemoteStore, secret_from_env
 from exportlens.core.cache.store import ResultCache, default_cache_dir
 from exportlens.core.contract import check
 from exportlens.core.contract.snapshot import SnapshotError, file_key, snapshot_path
 from exportlens.core.contract.snapshot import read as read_snapshot
+from exportlens.core.disk.states import file_state
 from exportlens.core.isolation import startmethod
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of
 from exportlens.core.project.settings import (

@@ -5,17 +5,14 @@ result cache or exports in worker processes, as it does for the language server.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import json
-import logging
 import math
 import os
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from exportlens import __version__, graph_command, merge_command, trust_command
+from exportlens import graph_command, merge_command, trust_command
 from exportlens.core.cache.store import ResultCache
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
@@ -28,12 +25,11 @@ from exportlens.core.project.settings import (
     TIMEOUT_RANGE_S,
     WEIGHTS_CHOICES,
 )
-from exportlens.formats import github, sarif
 from exportlens.module_views import run_with_views
-from exportlens.progress import LogHandler, Progress, wanted
-from exportlens.report import display_path, format_text, summary, to_json
+from exportlens.output import View, log_to_stderr, print_report
+from exportlens.progress import Progress, wanted
+from exportlens.report import display_path, format_text
 from exportlens.shard import DurationsError, Plan, Shard, parse_shard
-from exportlens.terminal import Style, wants_colour
 
 FORMATS = ("text", "json", "sarif", "github")
 OUTPUT_FORMATS = ("full", "concise")
@@ -259,7 +255,7 @@ def run(argv: list[str]) -> int:
         print(about.report())
         return 0
     if args.command in ("check", "snapshot", "show", "cache", "graph"):
-        _log_to_stderr()  # the server sets up its own logging
+        log_to_stderr()  # the server sets up its own logging
     if args.command in ("check", "snapshot", "show"):
         from exportlens.core import torchversion
 
@@ -303,46 +299,6 @@ def run(argv: list[str]) -> int:
     from exportlens.server.app import main
 
     return main(args.tcp, socket_path=args.socket, token_file=args.token_file, allow_remote=args.allow_remote)
-
-
-_LOG = LogHandler(sys.stderr)
-
-
-def _log_to_stderr() -> None:
-    """Warnings of the library (an unreadable cache entry...) as ``exportlens: ...``
-    lines, above the progress line when one is shown."""
-    logger = logging.getLogger("exportlens")
-    if not logger.handlers:
-        _LOG.stream = sys.stderr
-        _LOG.setFormatter(logging.Formatter("exportlens: %(message)s"))
-        logger.addHandler(_LOG)
-        logger.setLevel(logging.WARNING)
-
-
-class View:
-    """How the text report looks: ``--quiet``, ``--output-format``, colour and progress."""
-
-    def __init__(self, *, quiet: bool = False, concise: bool = False) -> None:
-        self.quiet = quiet
-        self.concise = concise
-        self.style = Style(wants_colour(sys.stdout))
-
-    def progress(self, fmt: str, files: list[str]) -> contextlib.AbstractContextManager[Progress | None]:
-        """The progress line of a run over ``files`` on a terminal's stderr, else nothing."""
-        if not wanted(sys.stderr, fmt=fmt, quiet=self.quiet) or not files:
-            return contextlib.nullcontext()
-        return _shown(Progress(sys.stderr, len(files), {f: display_path(f) for f in files}))
-
-
-@contextlib.contextmanager
-def _shown(progress: Progress) -> Iterator[Progress]:
-    """The progress line up for the run, warnings written above it."""
-    with progress:
-        _LOG.progress = progress
-        try:
-            yield progress
-        finally:
-            _LOG.progress = None
 
 
 def _watch(paths: list[str], pipeline: Pipeline, jobs: int | None, *, signatures: bool, view: View) -> int:
@@ -444,48 +400,6 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
     elapsed = time.perf_counter() - started
     origins = {p: "store" if p in batch.from_store else "cache" for p in batch.cached}
     return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins)
-
-
-def print_report(
-    results: list[FileResult], *, fmt: str, view: View, signatures: bool, elapsed: float, cached: int, plan: Plan | None = None, origins: dict[str, str] | None = None
-) -> int:
-    """``results`` in ``fmt`` on stdout (a shard's with what ``merge`` needs); the exit
-    status. ``origins``: the path of each result that came from the cache ("cache") or
-    the shared store ("store")."""
-    origins = origins or {}
-    line = summary(results, elapsed, cached=cached, from_store=sum(o == "store" for o in origins.values()))
-    if plan is not None:
-        line += f" [shard {plan.shard}: {len(plan.files)} of {len(plan.keys)} model files]"
-    if fmt == "json":
-        doc = to_json(results, origins=origins)
-        if plan is not None:
-            from exportlens.shard import pack_results
-
-            doc["shard"] = {
-                **plan.block,
-                "seconds": round(elapsed, 3),
-                "cached": cached,
-                "results": pack_results(results),
-                "origins": [origins.get(r.path, "run") for r in results],
-            }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    elif fmt == "sarif":
-        log = sarif.to_sarif(results, __version__)
-        if plan is not None:  # uploaded one by one, each shard is its own code-scanning category
-            log["runs"][0]["automationDetails"] = {"id": f"exportlens/shard-{plan.shard.index}-of-{plan.shard.count}/"}
-        sys.stdout.write(json.dumps(log, indent=2) + "\n")
-    elif fmt == "github":
-        for annotation in github.annotations(results):
-            print(annotation)
-        print(line)
-    else:
-        text = format_text(results, signatures=signatures, concise=view.concise, style=view.style)
-        if text:
-            print(text)
-        if fmt != "show" and not view.quiet:
-            print(("\n" if text else "") + line)
-    sys.stdout.flush()
-    return 1 if any(r.has_errors for r in results) else 0
 
 
 def _store_durations(path: str, results: list[FileResult], plan: Plan | None) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from exportlens.core.cache.atomic import write_atomic
+from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.model.results import FileResult
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -17,13 +17,11 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exportlens.core.model.results import FileResult
+from exportlens.output import View, print_report
 from exportlens.report import JSON_VERSION
-
-if TYPE_CHECKING:
-    from exportlens.cli import View
 
 REFUSED = 3  # the reports are not the shards of one run
 MAX_REPORT_BYTES = 1024 * 1024 * 1024
@@ -162,8 +160,6 @@ def merge(paths: list[str], cwd: str | None = None) -> tuple[list[FileResult], f
 
 
 def run(args: argparse.Namespace, view: View) -> int:
-    from exportlens.cli import print_report
-
     try:
         results, seconds, cached, origins = merge(args.reports)
     except Unusable as e:

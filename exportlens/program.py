@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from exportlens.core.cache.atomic import write_atomic
+from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.reader import ProgramModel
 from exportlens.core.serde.reader import read_program as _read_program

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import msgpack
 
-from exportlens.core.cache.atomic import write_atomic
 from exportlens.core.cache.keys import exportlens_version, torch_version
+from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.model.plain import from_plain, to_plain
 from exportlens.core.model.results import FileResult
 from exportlens.core.project.files import root_of

@@ -2,7 +2,7 @@
 changes, until Ctrl-C.
 
 The same parts as the language server: its file watcher
-(``exportlens.server.watch``, torch-free: watchdog on the folders that matter,
+(``exportlens.core.watch``, torch-free: watchdog on the folders that matter,
 bursts coalesced, polling when inotify runs out), its staleness rule (``stale_by``:
 a model file is checked again when it, a local module or file its last export
 depended on, its ``pyproject.toml`` or the project's snapshot changes), the
@@ -32,9 +32,9 @@ from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Batch, Pipeline
 from exportlens.core.project.files import SKIP_DIRS, root_of, survey, without_declared
 from exportlens.core.project.settings import find_pyproject
+from exportlens.core.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
 from exportlens.progress import Progress
 from exportlens.report import display_path, summary
-from exportlens.server.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
 
 if TYPE_CHECKING:
     from exportlens.core.isolation.pool import WorkerPool

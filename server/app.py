@@ -28,6 +28,7 @@ from exportlens.core import torchversion
 from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
+from exportlens.core.watch import Watcher, dependency_folders, self_caused, stale_by
 from exportlens.server import auth, exports, framing, listener, pyproject_view, views, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
@@ -38,7 +39,6 @@ from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.trust import TrustGate
-from exportlens.server.watch import Watcher, dependency_folders, self_caused, stale_by
 from exportlens.server.workers import ExportBridge, WorkerState
 
 log = logging.getLogger("exportlens.server")

@@ -20,19 +20,12 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from exportlens.core import torchversion
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult
-from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
-from exportlens.server import overlays, pyproject_view, views
-from exportlens.server.features import diagnostics, graph, lenses, untrusted
-from exportlens.server.features import hints as hint_features
-from exportlens.server.features.hints import HintIndex
-from exportlens.server.features.hover import index_class
-from exportlens.server.features.progress import JobProgress
+from exportlens.core.watch import changed_since
+from exportlens.server import indexes, overlays, pyproject_view, runner, views
+from exportlens.server.features import diagnostics, graph, untrusted
 from exportlens.server.positions import split_lines
-from exportlens.server.watch import changed_since
-from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -41,13 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_WAIT_S = 3.0  # an export waits this long at most for the client's settings
-
-
-def summary(result: FileResult) -> str:
-    ok = sum(t.status == "ok" for t in result.targets)
-    errors = sum(d.severity == "error" for d in result.diagnostics)
-    text = f"{ok}/{len(result.targets)} exported"
-    return text + (f", {errors} error{'s' * (errors != 1)}" if errors else "")
 
 
 async def export_document(server: Host, uri: str, generation: int) -> None:
@@ -90,11 +76,11 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     watched = tuple(state.result.local_imports) if state.result is not None and server.watcher is not None else ()
     fresh = uri in server.fresh  # exportlens.reexport: do not trust the cache
     server.fresh.discard(uri)
-    result, from_store = (None, False) if fresh else await _lookup(server, pipeline, request)
+    result, from_store = (None, False) if fresh else await runner.lookup(server, pipeline, request)
     from_cache = result is not None
     log.debug("export %s #%d: %s", os.path.basename(state.path), generation, "cache hit" if from_cache else "cache miss")
     if result is None:
-        result = await _run_on_worker(server, request)
+        result = await runner.run_on_worker(server, request)
         if result is None:
             return
         server.stores.submit(pipeline.store, request, result)  # never raises; the export need not wait
@@ -108,7 +94,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     # test) makes on seeing it must raise a file event.
     server.watch_dependencies()
     diagnostics.publish(server, state)
-    state.index_task = asyncio.ensure_future(build_index(server, state, text, result))
+    state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
     graph.refresh(server, uri)  # and its pictures, keeping their view
@@ -139,59 +125,3 @@ async def _recheck(server: Host, uri: str, state: DocumentState, result: FileRes
         names = ", ".join(sorted(os.path.basename(p) for p in changed))
         server.log_message(f"exportlens: {os.path.basename(state.path)} depends on files that changed during its export ({names}); exporting it again", types.MessageType.Log)
         server.scheduler.schedule(uri, delay=False)
-
-
-async def _lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> tuple[FileResult | None, bool]:
-    """The pipeline's lookup on the io thread: hashing the file and reading the cache
-    (the shared one's reads are bounded, ``exportlens.core.cache.remote``) must not
-    hold up the event loop. Whether the shared cache served it, too."""
-    return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.find, request)
-
-
-async def _run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:
-    name = os.path.basename(request.path)
-    if not server.trust.allows(request.path):  # every export passes here: the last check
-        log.warning("not exporting %s: its folder is not trusted", request.path)
-        return None
-    unsupported = torchversion.problem()  # also for the declaring files a module's view exports
-    if unsupported is not None:
-        log.warning("not exporting %s: %s", request.path, unsupported)
-        return None
-    progress = JobProgress(server, "exportlens", f"exporting {name}")
-    server.progress_for[request.id] = progress
-    try:
-        result = await server.bridge.export(request, server.pipeline.preload_dir(request.path), server.pipeline.start_method(request.path))
-    except asyncio.CancelledError:
-        progress.end("cancelled: the file changed")
-        raise
-    except BridgeClosed as e:
-        progress.end("stopped")
-        log.info("export of %s stopped: %s", name, e)
-        return None
-    finally:
-        server.progress_for.pop(request.id, None)
-    progress.end(f"{name}: {summary(result)}")
-    return result
-
-
-async def build_index(server: Host, state: DocumentState, text: str, result: FileResult) -> None:
-    """Build the hover index and the inlay hints for ``result`` in a thread, then
-    attach them if still current and ask the client for hints and lenses again."""
-    cls = index_class()
-    if cls is None:
-        return
-
-    def build() -> tuple[object, HintIndex]:
-        markup = server.client.markup
-        return cls.build(state.path, text, result, markup), HintIndex.build(state.path, text, result, markup)
-
-    try:
-        index, hints = await asyncio.get_running_loop().run_in_executor(server.io, build)
-    except Exception as e:  # noqa: BLE001 - no hovers is better than a dead server
-        server.log_once(f"building hovers failed ({type(e).__name__}: {e}); hovers are off for this result")
-        log.exception("HoverIndex.build failed for %s", state.path)
-        return
-    if state.result is result:
-        state.index, state.hints = index, hints
-        hint_features.refresh(server)
-        lenses.refresh(server)

@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     from pygls.workspace import Workspace
 
     from exportlens.core.pipeline import Pipeline
+    from exportlens.core.watch import Watcher
     from exportlens.server.client import ClientProfile
     from exportlens.server.config import Settings
     from exportlens.server.features.progress import JobProgress
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
     from exportlens.server.trust import TrustGate
-    from exportlens.server.watch import Watcher
     from exportlens.server.workers import ExportBridge
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -18,7 +18,7 @@ import asyncio
 import os
 from typing import TYPE_CHECKING
 
-from exportlens.core.cache.keys import file_state, overlay_text_state
+from exportlens.core.disk.states import file_state, overlay_text_state
 from exportlens.core.project.files import root_of
 
 if TYPE_CHECKING:

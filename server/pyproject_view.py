@@ -27,6 +27,7 @@ from exportlens.core.project.settings import find_pyproject, target_problems
 from exportlens.core.project.settings import read as read_settings
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
+from exportlens.server.views import result_of
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -69,8 +70,6 @@ def _located_here(results: list[FileResult], path: str) -> list[Diagnostic]:
 
 async def show(server: Host, state: DocumentState, generation: int) -> None:
     """Publish the problems of the open pyproject.toml ``state``."""
-    from exportlens.server.views import result_of
-
     loop = asyncio.get_running_loop()
     document = server.workspace.get_text_document(state.uri)
     text, version = document.source, document.version

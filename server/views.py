@@ -33,7 +33,7 @@ from lsprotocol import types
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.project.files import SKIP_DIRS, root_of, survey
-from exportlens.server import overlays
+from exportlens.server import indexes, overlays, runner
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
 
@@ -91,8 +91,6 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
     """``file``'s result: the open document's, the cache's, else a fresh export;
     whether it took an export. ``fresh`` (``exportlens.reexport`` on the module): not
     the cache's, and an open declaring file is exported again too."""
-    from exportlens.server.exports import _lookup, _run_on_worker  # the one export path
-
     real = os.path.realpath(file)
     for other in server.documents.values():
         if other.declares and os.path.realpath(other.path) == real:
@@ -105,11 +103,11 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
         return None, False  # a model file of an untrusted folder is neither run nor looked up
     pipeline = server.pipeline
     request = pipeline.request(file, id=server.bridge.next_id(), overlays=await overlays.for_export(server, file))
-    found = None if fresh else (await _lookup(server, pipeline, request))[0]
+    found = None if fresh else (await runner.lookup(server, pipeline, request))[0]
     if found is not None:
         return found, False
     server.log_message(f"exportlens: {os.path.basename(file)} is not in the cache; exporting it to show what it does to an open module", types.MessageType.Log)
-    found = await _run_on_worker(server, request)
+    found = await runner.run_on_worker(server, request)
     if found is not None:
         server.stores.submit(pipeline.store, request, found)
     return found, True
@@ -117,8 +115,6 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
 
 async def show_module(server: Host, state: DocumentState, generation: int) -> None:
     """Publish the view of the targets that exercise the module ``state``."""
-    from exportlens.server.exports import build_index
-
     loop = asyncio.get_running_loop()
     files = await loop.run_in_executor(server.io, _model_files, state.path)
     fresh = state.uri in server.fresh
@@ -152,7 +148,7 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     state.result_version = version  # the results were made from this text (``_stale_open_results``)
     diagnostics.publish(server, state)
     server.watch_dependencies()
-    state.index_task = asyncio.ensure_future(build_index(server, state, text, view))
+    state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, view))
 
 
 def _stale_open_results(server: Host, module: str, now: str | None, files: list[str]) -> bool:

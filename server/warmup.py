@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Iterable
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.core.isolation.trace import mark
 from exportlens.core.project.files import SKIP_DIRS, declares_targets
+from exportlens.core.trace import mark
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host

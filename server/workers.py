@@ -23,11 +23,11 @@ import os
 import threading
 from typing import Callable
 
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pool import PoolEvent, WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
-from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
+from exportlens.core.trace import mark
 
 log = logging.getLogger(__name__)
 

@@ -19,20 +19,18 @@ import errno
 import functools
 import hashlib
 import importlib.metadata
-import importlib.util
-import io
 import json
 import os
 import stat
 import sys
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from exportlens.core.cache.portable import Places, places_for
-from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.disk.own import package_folders
+from exportlens.core.disk.states import ABSENT, file_state, overlay_text_state, unit_state
 from exportlens.core.model.lowering import PACKAGES
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.project.settings import find_pyproject, pyproject_targets
-
-T = TypeVar("T")
 
 # Moves whenever the layout of the cache files or of the key changes. (The program
 # schema's SCHEMA_VERSION does not apply: results are stored in ``wire``'s plain form,
@@ -44,10 +42,6 @@ T = TypeVar("T")
 # 6: no absolute path in keys or files (``exportlens.core.cache.portable``): results
 #    are shared between checkouts and machines.
 CACHE_FORMAT = 6
-
-# The state of a dependency that is not there (see ``file_state``).
-ABSENT = "absent"
-
 
 @functools.cache
 def torch_version() -> str:
@@ -65,19 +59,6 @@ def exportlens_version() -> str:
         return importlib.metadata.version("exportlens")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-def package_folders() -> list[tuple[str, str]]:
-    """``(package name, folder)`` of ``exportlens``, ``exportlens.core`` and
-    ``exportlens.server``. Found by spec, not imported: core must not import the
-    packages above or beside it (``find_spec`` runs no module code; the parent
-    ``exportlens`` is already imported, as the parent of this one always is)."""
-    out = []
-    for name in ("exportlens", "exportlens.core", "exportlens.server"):
-        spec = importlib.util.find_spec(name)
-        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-            out.append((name, os.path.abspath(folder)))
-    return out
 
 
 @functools.cache
@@ -195,153 +176,12 @@ def _first_key(request: ExportRequest, source: bytes) -> str:
     return h.hexdigest()
 
 
-# A file at least this large (a checkpoint, a dataset the model opens for its header)
-# is known by its metadata, not its bytes: hashing a 140 GB sparse checkpoint took
-# three minutes of a 70B export, and every cache lookup would take as long again.
-LARGE_FILE_BYTES = 32 << 20
-
-
-def file_state(path: str) -> str | None:
-    """A dependency's state now: the sha256 (hex) of a regular file's bytes (of its
-    size, modification and change times, inode and device from ``LARGE_FILE_BYTES``
-    on: any write changes its change time), ``ABSENT`` when nothing is there, None
-    when it cannot be read (no permission, a folder, a FIFO or a device). Never
-    blocks: a FIFO is opened non-blocking and not read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return ABSENT
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        if st.st_size >= LARGE_FILE_BYTES:
-            known = f"large\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
-            return hashlib.sha256(known.encode()).hexdigest()
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        return h.hexdigest()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def library_state(path: str) -> str | None:
-    """A library file's metadata now: its device, inode, size, and modification and
-    change times (any write changes the change time). What the worker watches to see
-    that a file it holds changed on disk -- a stat, not a read, every few seconds --
-    never part of a key (``unit_state`` is). None when it is not there."""
-    try:
-        return stat_state(os.stat(path))
-    except OSError:
-        return None
-
-
-def stat_state(st: os.stat_result) -> str:
-    """``library_state`` of a file's ``os.stat``."""
-    return f"{st.st_dev:x}:{st.st_ino:x}:{st.st_size:x}:{st.st_mtime_ns:x}:{st.st_ctime_ns:x}"
-
-
-# A library's dependency is a *unit*: the RECORD file of an installed distribution
-# (``<name>-<version>.dist-info/RECORD``: its lines hold the hash of every file the
-# installer wrote, so one hash covers all its modules), or a module file that no
-# RECORD lists (a folder on PYTHONPATH, an editable install, a namespace package).
-RECORD_SUFFIX = ".dist-info" + os.sep + "RECORD"
-
-# path -> (its metadata when its state was taken, that state): a unit is hashed again
-# only when its metadata moved, so a lookup of an unchanged one costs a stat.
-_unit_memo: dict[str, tuple[tuple[int, int, int, int, int], str]] = {}
-
-
-def unit_state(path: str) -> str | None:
-    """A library unit's state for the key, from its content only (the same on any
-    machine with the same files): ``dist NAME VERSION sha256:HEX`` for a
-    distribution's RECORD (name and version from the METADATA beside it),
-    ``sha256:HEX`` of a module file's bytes. None when it cannot be read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    memo = _unit_memo.get(path)
-    if memo is not None and memo[0] == seen:
-        return memo[1]
-    if path.endswith(RECORD_SUFFIX):
-        state = _record_state(path)
-    else:
-        digest = _sha256(path)
-        state = None if digest is None else "sha256:" + digest
-    if state is not None:
-        _unit_memo[path] = (seen, state)
-    return state
-
-
-def _sha256(path: str) -> str | None:
-    """A regular file's sha256, whatever its size (an extension module of a library
-    on PYTHONPATH may be tens of MB: hashed once per process, then memoized). Never
-    blocks (as ``file_state``)."""
-    return _read_regular(path, lambda f: hashlib.file_digest(f, "sha256").hexdigest())
-
-
-def _record_state(record: str) -> str | None:
-    digest = _sha256(record)
-    if digest is None:
-        return None
-    # Name and version from METADATA's headers (read by hand: importlib.metadata's
-    # email parser took half of a cold lookup). Its hash is in the RECORD already.
-    fields: dict[str, str] = {}
-    try:
-        with open(os.path.join(os.path.dirname(record), "METADATA"), encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break  # the headers end: the description follows
-                key, colon, value = line.partition(":")
-                if colon and key in ("Name", "Version"):
-                    fields.setdefault(key, value.strip())
-    except OSError:
-        return None
-    if not fields.get("Name") or not fields.get("Version"):
-        return None
-    return f"dist {fields['Name']} {fields['Version']} sha256:{digest}"
-
-
-def dependency_bytes(path: str) -> bytes | None:
-    """A dependency's bytes now, or None when it is not there or is not a readable
-    regular file. Never blocks (as ``file_state``)."""
-    return _read_regular(path, lambda f: f.read())
-
-
-def _read_regular(path: str, read: Callable[[io.BufferedReader], T]) -> T | None:
-    """``read`` of the file at ``path`` when it is a readable regular file, else None.
-    Opened without blocking: a FIFO planted where a module was is not waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        with open(fd, "rb", closefd=False) as f:
-            return read(f) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def states_now(request: ExportRequest, deps: list[str]) -> list[str]:
     """Each dependency's state for ``request``: the state of its overlay text (a module
     open in the editor with unsaved text, which the job imports instead of the file),
     else the file's now ("" when it cannot be read: ``second_key`` then misses)."""
     overlays = {path: overlay_text_state(text) for path, text in request.overlays}
     return [overlays.get(dep) or file_state(dep) or "" for dep in deps]
-
-
-def overlay_text_state(text: str) -> str:
-    """The state of a module run from ``text`` (as ``core/export/loader`` records it)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def second_key(

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from exportlens.core.cache.keys import ABSENT, dependency_bytes, file_state
+from exportlens.core.disk.states import ABSENT, dependency_bytes, file_state
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.model.signature import Signature, SourceLine
 from exportlens.core.serde import schema as S

@@ -55,7 +55,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from exportlens.core.cache.atomic import write_atomic
 from exportlens.core.cache.files import (
     KIND_ENTRY,
     KIND_MANIFEST,
@@ -67,20 +66,15 @@ from exportlens.core.cache.files import (
     decode_file,
     encode_file,
 )
-from exportlens.core.cache.keys import (
-    ABSENT,
-    first_key,
-    second_key,
-    source_bytes,
-    states_now,
-    token_first_key,
-)
+from exportlens.core.cache.keys import first_key, second_key, source_bytes, states_now, token_first_key
 from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remap import FileMap, moved_modules, remap
 from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
-from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.disk.atomic import write_atomic
+from exportlens.core.disk.states import ABSENT
 from exportlens.core.model.plain import from_plain, pack, to_plain
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exportlens.core.cache.atomic import write_atomic
+from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature
 
 SNAPSHOT_NAME = "exportlens.snapshot.json"

@@ -26,7 +26,8 @@ import sys
 import threading
 from typing import Any, Iterator
 
-from exportlens.core.cache.keys import ABSENT, file_state, package_folders
+from exportlens.core.disk.own import package_folders
+from exportlens.core.disk.states import ABSENT, file_state
 
 _READ, _WRITE, _TOUCH = 0, 1, 2
 # Event -> what it does to the path(s) among its arguments (see ``Recorder.on_event``).

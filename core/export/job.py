@@ -41,8 +41,8 @@ from exportlens.core.export.loader import (
 )
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
-from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
-from exportlens.core.isolation.trace import mark
+from exportlens.core.model.events import JobEvent, Phase, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, problem_message
@@ -51,8 +51,9 @@ from exportlens.core.source.frames import Frame
 from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import complete_range, statement_at
+from exportlens.core.trace import mark
 
-Emit = Callable[[FromJob], None]
+Emit = Callable[[JobEvent], None]
 
 
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:

@@ -33,7 +33,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exportlens.core.cache.keys import package_folders, stat_state
+from exportlens.core.disk.own import package_folders
+from exportlens.core.disk.states import stat_state
 
 # Set in the worker before any project folder is on sys.path (``survey``), inherited
 # by every job it forks.

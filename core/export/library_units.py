@@ -9,7 +9,7 @@ preloaded), with each module's parent packages; not torch's, exportlens's, the
 standard library's nor the project's own (keyed elsewhere). Each file is keyed by its
 *unit*: the RECORD of the installed distribution that lists it (one hash for all of
 transformers' modules), else the file itself, by its bytes (PYTHONPATH folders,
-editable installs, namespace packages): ``keys.unit_state``.
+editable installs, namespace packages): ``core/disk/states.unit_state``.
 
 What the worker does once, so that each job does not (``learn``, after the worker
 took what it holds: ``libraries.hold``): it resolves every module it holds, takes
@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from exportlens.core.cache.keys import stat_state, unit_state
+from exportlens.core.disk.states import stat_state, unit_state
 from exportlens.core.export import libraries
 from exportlens.core.export.libraries import CHANGED, EDGES, KEYED_ELSEWHERE, imported_state
 

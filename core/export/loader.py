@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exportlens.core.cache.keys import file_state
+from exportlens.core.disk.states import file_state
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file
@@ -226,7 +226,7 @@ class _FreshSourceLoader(importlib.machinery.SourceFileLoader):
 
 
 # realpath -> the unsaved text (UTF-8) of a local module open in the editor; its sha256
-# is what ``core.cache.keys.overlay_text_state`` computes from the text.
+# is what ``core.disk.states.overlay_text_state`` computes from the text.
 _OVERLAYS: dict[str, bytes] = {}
 
 

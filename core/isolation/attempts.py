@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from exportlens.core.isolation.failure import Failure, failure_diagnostic
-from exportlens.core.isolation.messages import ExportRequest
 from exportlens.core.isolation.pipes import OUTPUT_TAIL, Tail
 from exportlens.core.isolation.supervise import Attempt
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, TargetDecl, TargetResult
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import complete_range

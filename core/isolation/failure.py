@@ -12,7 +12,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, TargetDecl
 
 

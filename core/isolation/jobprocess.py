@@ -25,7 +25,6 @@ from typing import NoReturn
 from exportlens.core.isolation import fakecache, hotpages
 from exportlens.core.isolation.messages import (
     Export,
-    ExportRequest,
     FakeCache,
     FromJob,
     Imported,
@@ -35,7 +34,8 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
-from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
+from exportlens.core.trace import mark
 
 DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
 PR_SET_PDEATHSIG = 1

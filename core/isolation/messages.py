@@ -2,8 +2,8 @@
 process: one dataclass per event, and the one frame codec both ends use.
 
 This is the only module both sides of a pipe import (with the torch-free results it
-carries), so it stays small and depends on nothing but msgpack, ``core.model`` and
-the default limits of ``core.project.settings``.
+carries), so it stays small and depends on nothing but msgpack and ``core.model``
+(the request itself, ``ExportRequest``, is ``core/model/request``'s).
 
 A frame is a 4-byte big-endian payload length, then a msgpack map: the message's
 fields plus ``"ev"``, its tag. A reader decodes each frame into the dataclass its tag
@@ -48,14 +48,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, BinaryIO, ClassVar, Union
 
 import msgpack
 
+from exportlens.core.model.events import Phase, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.model.plain import WireError, from_plain, to_plain
-from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
-from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from exportlens.core.model.request import ExportRequest
+from exportlens.core.model.results import FileResult
 
 MAX_FRAME = 256 * 1024 * 1024  # a result with every program of a large file fits
 HEADER = struct.Struct(">I")
@@ -63,34 +64,6 @@ HEADER = struct.Struct(">I")
 
 class MessageError(WireError):
     """Bytes on a pipe that are not a message this side understands."""
-
-
-# ---------------------------------------------------------------- payloads
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = DEFAULT_TIMEOUT_S  # per target, wall clock
-    memory_mb: int = DEFAULT_MEMORY_MB  # resident set of the job process
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    id: int
-    path: str  # absolute path of the model file
-    source: str | None = None  # the editor's unsaved text; None reads the file
-    root: str | None = None  # project root: pyproject.toml lookup, sys.path
-    limits: Limits = field(default_factory=Limits)
-    strict_default: bool = False
-    skip: tuple[str, ...] = ()  # target names not to export again (after a crash)
-    pyproject_targets: tuple[str, ...] = ()  # "path.py:function" entries
-    lower: tuple[str, ...] = ()  # formats to lower each exported target to ("onnx"); () none
-    keep_lowered: tuple[str, ...] = ()  # formats whose lowered program's bytes ride in the result (``--save-onnx``, ``--save-pte``)
-    weights: str = "auto"  # "auto": large tensors built fake where values are not needed; "real"
-    why_real: str = ""  # a run the worker repeats with real weights: why (``core/export/weights``)
-    # (real path, text) of the project's local modules open in the editor with unsaved
-    # text: the job imports each from its text, not from the disk (``core/export/loader``).
-    overlays: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- pool -> zygote
@@ -186,35 +159,6 @@ class Retiring:
 @dataclass(frozen=True)
 class StandbyWarm:
     TAG: ClassVar[str] = "standby"
-
-
-@dataclass(frozen=True)
-class TargetsFound:
-    TAG: ClassVar[str] = "targets"
-    targets: tuple[TargetDecl, ...]
-
-
-@dataclass(frozen=True)
-class TargetBegins:
-    TAG: ClassVar[str] = "begin"
-    target: str
-
-
-@dataclass(frozen=True)
-class Phase:
-    """The job moved on to another step of the file or of ``target``: running the
-    file, building the model, tracing, decompositions, lowering."""
-
-    TAG: ClassVar[str] = "phase"
-    target: str | None
-    phase: str
-
-
-@dataclass(frozen=True)
-class TargetDone:
-    TAG: ClassVar[str] = "done"
-    target: TargetResult
-    diagnostics: tuple[Diagnostic, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,8 @@ from exportlens.core.isolation.jobclock import WALL_FACTOR, WARM_UP_S
 from exportlens.core.isolation.messages import (
     Cancel,
     Export,
-    ExportRequest,
     Finished,
     JobStarted,
-    Limits,
     Message,
     MessageError,
     Preloaded,
@@ -55,6 +53,7 @@ from exportlens.core.isolation.messages import (
     WorkerReady,
 )
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)

@@ -64,11 +64,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from exportlens.core.cache.keys import library_state
+from exportlens.core.disk.states import library_state
 from exportlens.core.export import libraries, library_units
 from exportlens.core.isolation import fakecache, observable, preload_record
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
-from exportlens.core.isolation.trace import mark
+from exportlens.core.trace import mark
 
 log = logging.getLogger("exportlens.preload")
 

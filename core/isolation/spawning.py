@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from exportlens.core.isolation.forking import Job, Standby, dump_file
-from exportlens.core.isolation.messages import Export, ExportRequest, Message, StandbyWarm, read_frame, write_frame
+from exportlens.core.isolation.messages import Export, Message, StandbyWarm, read_frame, write_frame
 from exportlens.core.isolation.procs import kill_group, signal_group
-from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
+from exportlens.core.trace import mark
 
 ENTRY = "exportlens.core.isolation.spawning"
 # torch's words when a fork of a process whose torch initialised CUDA asks for CUDA

@@ -19,7 +19,6 @@ from exportlens.core.isolation.failure import exit_text
 from exportlens.core.isolation.forking import Job
 from exportlens.core.isolation.jobclock import WARM_UP_S, JobClock
 from exportlens.core.isolation.messages import (
-    ExportRequest,
     FakeCache,
     FrameDecoder,
     FromJob,
@@ -37,6 +36,7 @@ from exportlens.core.isolation.messages import (
 )
 from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import dump_stack, rss_kb
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 
 MEMORY_POLL_S = 0.025

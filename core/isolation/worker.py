@@ -18,7 +18,8 @@ import sys
 import time
 from typing import IO
 
-from exportlens.core.isolation.messages import Exit, ExportRequest, FrameDecoder, Preloading, ToWorker, write_frame
+from exportlens.core.isolation.messages import Exit, FrameDecoder, Preloading, ToWorker, write_frame
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult
 
 log = logging.getLogger(__name__)

@@ -44,7 +44,6 @@ from exportlens.core.isolation.messages import (
     Cancel,
     Exit,
     Export,
-    ExportRequest,
     Finished,
     FrameDecoder,
     FromJob,
@@ -62,8 +61,9 @@ from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
 from exportlens.core.isolation.supervise import Attempt, supervise
-from exportlens.core.isolation.trace import mark
+from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
+from exportlens.core.trace import mark
 
 REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is gone
 

@@ -30,8 +30,10 @@ from typing import Any
 
 from exportlens.core.model.lowering import LOWER_FORMATS
 
-DEFAULT_TIMEOUT_S = 120.0  # seconds per target: the wall clock less the wait for a CPU (isolation.jobclock)
-DEFAULT_MEMORY_MB = 8192  # resident memory cap of one export job
+# The limits' defaults live with the limits (``core/model/request``), named here too.
+from exportlens.core.model.request import DEFAULT_MEMORY_MB as DEFAULT_MEMORY_MB
+from exportlens.core.model.request import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
+
 DEFAULT_STRICT = False  # export with strict=False unless a target or the user says otherwise
 DEFAULT_LOWER: tuple[str, ...] = ()  # lowering is opt-in: it costs a conversion and a run per target
 # How a model's weights are made (``exportlens.core.export.weights``): "auto" builds large

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
 
-if TYPE_CHECKING:
-    from exportlens.core.source.sourcemap import SourceIndex
+
+class Lines(Protocol):
+    """A file's lines, as ``sourcemap.SourceIndex`` holds them (which builds on this
+    module, so it is named here by what is read of it)."""
+
+    @property
+    def origin(self) -> str | None: ...
+
+    def line_text(self, line: int) -> str: ...
 
 
 def span(node: ast.AST) -> SourceLine:
@@ -35,7 +42,7 @@ def head(node: ast.AST) -> SourceLine:
     return SourceLine(s.line, s.column, s.line, None)
 
 
-def statement_at(index: SourceIndex, line: int) -> SourceLine:
+def statement_at(index: Lines, line: int) -> SourceLine:
     """A whole source line as a range, without its indentation, for when no finer node is known."""
     text = index.line_text(line)
     if not text.strip():
@@ -45,7 +52,7 @@ def statement_at(index: SourceIndex, line: int) -> SourceLine:
     return SourceLine(line, start, line, len(text.rstrip().encode("utf-8")) + 1, path=index.origin)
 
 
-def complete_range(d: Diagnostic, index: SourceIndex) -> Diagnostic:
+def complete_range(d: Diagnostic, index: Lines) -> Diagnostic:
     """Every diagnostic gets an end: editors underline ranges, not points."""
     if d.end_line is not None and d.end_column is not None:
         return d

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Callable
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.core.model.views import at_declaration
+from exportlens.core.trace import mark
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 from exportlens.server.state import Published
 

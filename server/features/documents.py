@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.core.isolation.trace import mark
 from exportlens.core.source.tokens import token_key, tokens_of
+from exportlens.core.trace import mark
 from exportlens.server import config, pyproject_view, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics, hints

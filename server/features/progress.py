@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from exportlens.server.host import Host
+    from pygls.progress import Progress
+
+    from exportlens.server.client import ClientProfile
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +26,21 @@ CREATE_TIMEOUT_S = 10.0
 _tokens = itertools.count(1)
 
 
+class ProgressHost(Protocol):
+    """What a progress sequence uses of the server (``host.Host`` has it, and names
+    ``JobProgress``: so this module names only these members, not ``Host``)."""
+
+    @property
+    def client(self) -> ClientProfile: ...
+
+    @property
+    def work_done_progress(self) -> Progress: ...
+
+
 class JobProgress:
     """One begin/report.../end sequence. All methods are safe no-ops when unsupported."""
 
-    def __init__(self, server: Host, title: str, message: str) -> None:
+    def __init__(self, server: ProgressHost, title: str, message: str) -> None:
         self._server = server
         self._queue: asyncio.Queue[tuple[str, str, int | None]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None

@@ -41,7 +41,7 @@ from exportlens.core.model.results import Diagnostic, Fallback
 if TYPE_CHECKING:
     from exportlens.core.export.targets import Built
     from exportlens.core.export.weights.fake import FakeWeights
-    from exportlens.core.isolation.messages import ExportRequest
+    from exportlens.core.model.request import ExportRequest
 
 # Tensors from this size up are made fake (1 MiB): every weight matrix of a model worth
 # the trouble, none of the small tables a constructor computes with. The environment

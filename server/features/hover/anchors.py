@@ -29,16 +29,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
 from dataclasses import replace
 
-from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
+from exportlens.core.model.results import FileResult, TargetResult
 from exportlens.core.model.signature import OUTPUT_KINDS, InputSpec, OutputSpec, Signature, SourceLine
-from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
+from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, param_for_placeholder
 from exportlens.server.features.hover import dims, submodules
 from exportlens.server.features.hover import text as md
+from exportlens.server.features.hover.collector import Anchors, StateInputs
 from exportlens.server.markup import Markup
-from exportlens.server.positions import LineSpan, SourceSpans, split_lines
+from exportlens.server.positions import LineSpan
 
 log = logging.getLogger(__name__)
 
@@ -57,99 +57,21 @@ def _key(s: SourceLine) -> tuple[int, int, int | None, int | None]:
     return (s.line, s.column, s.end_line, s.end_column)
 
 
-class Anchors:
-    """Collects ``span -> sections`` for every target of one result."""
-
-    def __init__(self, path: str, source: str, result: FileResult, markup: Markup) -> None:
-        self.path = path
-        self.markup = markup  # the client's: every section is written in it
-        self.text = SourceSpans(split_lines(source))
-        self.source = _parse(source, path)
-        self.result = result
-        # span -> its sections (insertion-ordered, deduplicated): one per target view.
-        self.sections: dict[LineSpan, dict[str, None]] = {}
-        # (target name, span): something target-specific already covers the span.
-        self.claimed: set[tuple[str, LineSpan]] = set()
-        self.classes = sorted(self.source.classes.values(), key=lambda c: c.first_line)
-        self._globals_taken = False
-
-    def run(self) -> None:
-        for target in self.result.targets:
-            try:
-                self._target_line(target)
-                if target.signature is not None:
-                    _TargetView(self, target, target.signature).build()
-            except Exception:  # one odd target must not cost the others their hovers
-                log.exception("hover index: target %s of %s skipped", target.name, self.path)
+def collect(path: str, source: str, result: FileResult, markup: Markup) -> Anchors:
+    """Every anchor of ``result``'s targets in the file at ``path`` (its text ``source``)."""
+    anchors = Anchors(path, source, result, markup)
+    for target in anchors.result.targets:
         try:
-            dims.add_declarations(self)
-        except Exception:
-            log.exception("hover index: the Dim declarations of %s skipped", self.path)
-
-    def add(self, spans: Iterable[LineSpan], target: str, text: str) -> None:
-        for span in spans:
-            self.sections.setdefault(span, {})[text] = None
-            self.claimed.add((target, span))
-
-    def target_text(self, target: TargetResult) -> str:
-        return md.target_hover(self.markup, target, self._errors_of(target), self.path)
-
-    def _target_line(self, target: TargetResult) -> None:
-        if target.line <= 0:
-            return  # a model module's view of a target whose class is elsewhere
-        text = self.target_text(target)
-        lines = [target.line]
-        owner = self._defined_at(target.line)
-        if owner is not None:  # decorators belong to the declaration
-            lines = list(range(owner[0], target.line + 1))
-        model = self._model_line(target)
-        if model is not None and model not in lines:
-            lines.append(model)
-        for line in lines:
-            self.add(self.text.whole_line(line), target.name, text)
-
-    def _model_line(self, target: TargetResult) -> int | None:
-        """The ``model = X()`` line of the file's globals-form target: the target's line
-        is its class's ``class`` line when the class is in the file (else that line)."""
-        found = self.source.global_assignments
-        model = found.get("model")
-        if model is None or "example_args" not in found or self._globals_taken:
-            return None
-        if target.line == model.line or any(c.where.line == target.line and c.qualname.rsplit(".", 1)[-1] == target.name for c in self.classes):
-            self._globals_taken = True  # one globals target per file
-            return model.line
-        return None
-
-    def _errors_of(self, target: TargetResult) -> list[Diagnostic]:
-        errors = [d for d in self.result.diagnostics if d.severity == "error"]
-        own = [d for d in errors if d.target == target.name]
-        if own or target.status == "ok":
-            return own
-        return [d for d in errors if d.target is None]  # an import error fails every target
-
-    def _defined_at(self, line: int) -> tuple[int, int] | None:
-        """(first line with decorators, def line) of the class or function defined at ``line``."""
-        for c in self.classes:
-            if c.where.line == line:
-                return c.first_line, line
-        for f in self.source.all_functions():
-            if f.where.line == line:
-                return f.first_line, line
-        return None
-
-    def innermost_class(self, line: int) -> ClassInfo | None:
-        best: ClassInfo | None = None
-        for c in self.classes:
-            if c.first_line <= line <= c.last_line:
-                best = c  # sorted by first line: a later match is nested deeper
-        return best
-
-
-def _parse(source: str, path: str) -> SourceIndex:
+            anchors.add_target_line(target)
+            if target.signature is not None:
+                _TargetView(anchors, target, target.signature).build()
+        except Exception:  # one odd target must not cost the others their hovers
+            log.exception("hover index: target %s of %s skipped", target.name, anchors.path)
     try:
-        return SourceIndex.build(source, path)
-    except Exception:  # RecursionError on absurd nesting, ...: hover what the result says
-        return SourceIndex(path=path, text=source)
+        dims.add_declarations(anchors)
+    except Exception:
+        log.exception("hover index: the Dim declarations of %s skipped", anchors.path)
+    return anchors
 
 
 class _TargetView:
@@ -165,7 +87,7 @@ class _TargetView:
         self.sig = _lines_in(sig, builder.path)
         self.name = target.name
         self.index = builder.source
-        self.state = _State(sig)
+        self.state = StateInputs(sig)
 
     def build(self) -> None:
         forwards = self._root_forwards()
@@ -350,31 +272,6 @@ def _lines_in(sig: Signature, path: str) -> Signature:
         inputs=tuple(replace(s, source=here(s.source)) for s in sig.inputs),
         outputs=tuple(replace(s, source=here(s.source)) for s in sig.outputs),
     )
-
-
-class _State:
-    """A signature's state inputs (parameters, buffers, constants, unknown kinds with a
-    target) indexed the ways attribute hovers look them up."""
-
-    def __init__(self, sig: Signature) -> None:
-        state = [s for s in sig.inputs if s.kind != "USER_INPUT" and (s.target is not None or s.source is not None)]
-        self.order = {id(s): i for i, s in enumerate(state)}
-        # "blocks.0" -> every spec at or below that module path.
-        self.by_path: dict[str, list[InputSpec]] = {}
-        # (line, column) of the definition a spec comes from -> those specs.
-        self.by_source: dict[tuple[int, int], list[InputSpec]] = {}
-        # A module name on the path below the root, above the leaf -> specs under it.
-        self.by_inner: dict[str, list[InputSpec]] = {}
-        for s in state:
-            if s.source is not None:
-                self.by_source.setdefault((s.source.line, s.source.column), []).append(s)
-            if s.target is None:
-                continue
-            parts = s.target.split(".")
-            for k in range(1, len(parts) + 1):
-                self.by_path.setdefault(".".join(parts[:k]), []).append(s)
-            for name in dict.fromkeys(parts[1:-1]):
-                self.by_inner.setdefault(name, []).append(s)
 
 
 def _names_user_input(o: OutputSpec) -> bool:

@@ -26,7 +26,7 @@ from exportlens.server.markup import Markup
 from exportlens.server.positions import LineSpan
 
 if TYPE_CHECKING:
-    from exportlens.server.features.hover.anchors import Anchors
+    from exportlens.server.features.hover.collector import Anchors
 
 
 def add_declarations(b: Anchors) -> None:

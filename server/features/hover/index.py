@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from exportlens.core.model.results import FileResult
 from exportlens.server.features.hover import text as md
-from exportlens.server.features.hover.anchors import Anchors
+from exportlens.server.features.hover.anchors import collect
 from exportlens.server.markup import Markup
 from exportlens.server.positions import LineSpan
 
@@ -52,8 +52,7 @@ class HoverIndex:
         """The hovers of ``result``, written in ``markup`` (the client's). Never raises:
         a part that cannot be built is left out (and logged)."""
         try:
-            anchors = Anchors(path, source, result, markup)
-            anchors.run()
+            anchors = collect(path, source, result, markup)
             return cls(markup, _segments(anchors.sections, markup))
         except Exception:  # a hover index must never take the server down
             log.exception("hover index for %s could not be built", path)

@@ -29,7 +29,7 @@ from exportlens.core.source.sourcemap import ClassInfo
 from exportlens.server.features.hover import text as md
 
 if TYPE_CHECKING:
-    from exportlens.server.features.hover.anchors import _TargetView
+    from exportlens.server.features.hover.collector import TargetView
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def is_class(type_name: str, c: ClassInfo, path: str) -> bool:
     return last in _module_names(path) or last == "__main__"
 
 
-def instance_paths(view: _TargetView, c: ClassInfo, modules: dict[str, str]) -> list[str]:
+def instance_paths(view: TargetView, c: ClassInfo, modules: dict[str, str]) -> list[str]:
     """Where instances of ``c`` sit in the target's root module (``["block", "extra"]``),
     the root itself excluded, in the order torch met them."""
     paths = dict.fromkeys(p for p, t in modules.items() if p and is_class(t, c, view.b.path))
@@ -74,7 +74,7 @@ def instance_paths(view: _TargetView, c: ClassInfo, modules: dict[str, str]) -> 
     return list(paths)
 
 
-def add_class_lines(view: _TargetView, roots: set[int]) -> None:
+def add_class_lines(view: TargetView, roots: set[int]) -> None:
     """Each class of the file that the target holds as a submodule: its ``class`` line
     shows its parameters and buffers under every instance path."""
     candidates = [c for c in view.b.classes if id(c) not in roots]

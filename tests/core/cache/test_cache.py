@@ -31,12 +31,13 @@ from exportlens.core.cache.files import (
     encode_file,
     preload_record_name,
 )
-from exportlens.core.cache.keys import ABSENT, CACHE_FORMAT
+from exportlens.core.cache.keys import CACHE_FORMAT
 from exportlens.core.cache.policy import cacheable
 from exportlens.core.cache.portable import places_for
 from exportlens.core.cache.store import ResultCache, default_cache_dir
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.disk.states import ABSENT, overlay_text_state, unit_state
 from exportlens.core.model.plain import pack
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine, TensorMeta
 from exportlens.core.source.tokens import token_key
@@ -199,7 +200,7 @@ def _install(tmp_path: Path, text: str = "WIDTH = 3\n") -> Path:
 
 
 def _using(project: Project, library: Path, state: str | None = None) -> FileResult:
-    state = state or cachekey.unit_state(str(library))
+    state = state or unit_state(str(library))
     assert state is not None
     return dataclasses.replace(project.result(), libraries=(str(library),), library_states=(state,))
 
@@ -251,7 +252,7 @@ def test_a_fifo_as_the_model_file_is_a_miss_not_a_hang(project: Project, tmp_pat
     fifo = project.root / "pipe.py"
     os.mkfifo(fifo)
     code = (
-        "import sys\nfrom exportlens.core.cache.store import ResultCache\nfrom exportlens.core.isolation.messages import ExportRequest\n"
+        "import sys\nfrom exportlens.core.cache.store import ResultCache\nfrom exportlens.core.model.request import ExportRequest\n"
         "cache = ResultCache(sys.argv[2])\nrequest = ExportRequest(id=0, path=sys.argv[1])\n"
         "assert cache.lookup(request) is None\ncache.store(request, __import__('exportlens.core.model.results', fromlist=['x']).FileResult(sys.argv[1]))\n"
     )
@@ -329,7 +330,7 @@ def test_a_result_made_from_a_modules_unsaved_text_is_never_the_disks(recorded: 
     assert cache.lookup(typed) is None
     result = project.result()
     if recorded:
-        result = dataclasses.replace(result, local_import_hashes=(cachekey.overlay_text_state("WIDTH = 6\n"),))
+        result = dataclasses.replace(result, local_import_hashes=(overlay_text_state("WIDTH = 6\n"),))
     cache.store(typed, result)
     assert cache.lookup(project.request()) is None  # the disk's helpers never ran
     assert cache.lookup(typed) == result

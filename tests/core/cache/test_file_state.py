@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from exportlens.core.cache import keys
-from exportlens.core.cache.keys import ABSENT, LARGE_FILE_BYTES, file_state
+from exportlens.core.disk import states
+from exportlens.core.disk.states import ABSENT, LARGE_FILE_BYTES, file_state
 
 
 def test_a_small_file_is_known_by_its_bytes(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_a_large_file_is_not_read_and_a_write_in_place_changes_its_state(tmp_pat
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(keys.os, "read", counting)
+    monkeypatch.setattr(states.os, "read", counting)
     before = file_state(str(big))
     assert before is not None and before != ABSENT
     assert sum(read) == 0

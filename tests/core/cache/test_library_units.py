@@ -1,5 +1,5 @@
 """The library part of a result's key: which files a job depended on
-(``library_units.depended_on``) and the state of each (``keys.unit_state``), by content
+(``library_units.depended_on``) and the state of each (``states.unit_state``), by content
 only -- a distribution's name, version and RECORD hash, another module's bytes --
 so two machines with the same files compute the same key."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.cache import keys
+from exportlens.core.disk import states
 from exportlens.core.export import libraries, library_units
 
 
@@ -47,7 +47,7 @@ def test_a_distribution_is_keyed_by_its_name_version_and_record_hash(installed: 
     record = _distribution(installed)
     bar = os.path.realpath(installed / "foo" / "bar.py")
     assert library_units.record_of(bar) == os.path.realpath(record)  # every module of it: one unit
-    state = keys.unit_state(str(record))
+    state = states.unit_state(str(record))
     assert state == f"dist foo 1.2 sha256:{hashlib.sha256(record.read_bytes()).hexdigest()}"
     st = record.stat()
     for machine_specific in (st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns):
@@ -57,7 +57,7 @@ def test_a_distribution_is_keyed_by_its_name_version_and_record_hash(installed: 
     copy = tmp_path / "elsewhere"
     shutil.copytree(installed, copy)
     os.utime(copy / "foo-1.2.dist-info" / "RECORD", (1, 1))
-    assert keys.unit_state(str(copy / "foo-1.2.dist-info" / "RECORD")) == state
+    assert states.unit_state(str(copy / "foo-1.2.dist-info" / "RECORD")) == state
 
 
 def test_a_file_no_record_lists_is_its_own_unit_and_a_later_install_is_found(installed: Path) -> None:
@@ -74,13 +74,13 @@ def test_a_module_file_is_keyed_by_its_bytes_not_its_metadata(tmp_path: Path) ->
     a.write_text("X = 1\n")
     b.write_text("X = 1\n")
     os.utime(b, (5, 5))
-    assert keys.unit_state(str(a)) == keys.unit_state(str(b)) == "sha256:" + hashlib.sha256(b"X = 1\n").hexdigest()
+    assert states.unit_state(str(a)) == states.unit_state(str(b)) == "sha256:" + hashlib.sha256(b"X = 1\n").hexdigest()
     before = a.stat()
     with open(a, "r+") as f:  # same size, same inode, its modification time put back
         f.write("X = 2\n")
     os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert keys.unit_state(str(a)) == "sha256:" + hashlib.sha256(b"X = 2\n").hexdigest()
-    assert keys.unit_state(str(tmp_path / "gone.py")) is None
+    assert states.unit_state(str(a)) == "sha256:" + hashlib.sha256(b"X = 2\n").hexdigest()
+    assert states.unit_state(str(tmp_path / "gone.py")) is None
 
 
 # A job's dependencies, computed in a fresh interpreter as a worker's job does, with

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exportlens.core.cache.keys import ABSENT, file_state
 from exportlens.core.cache.store import MANIFEST_LISTS, ResultCache
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.disk.states import ABSENT, file_state
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult, TargetResult
 
 MODEL = "import torch\nfrom helpers import WIDTH\nmodel = torch.nn.Linear(8, WIDTH)\nexample_args = (torch.randn(2, 8),)\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from exportlens.core.cache.keys import first_key
 from exportlens.core.cache.portable import PREFIX, ROOT, Places
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import unpack
 from tests.core.serde.documents import pack, program_doc

@@ -19,7 +19,7 @@ import pytest
 from exportlens.core.cache import remote as remote_module
 from exportlens.core.cache.remote import LOOKUP_BOUND_S, RemoteStore, sign
 from exportlens.core.cache.store import ResultCache
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
 from tests import s3server

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.cache.keys import ABSENT
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.disk.states import ABSENT
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 RAISES = "import torch\nimport helpers\nmodel = torch.nn.Linear(8, 4)\nexample_args = (torch.randn(2, 8),)\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.serde.reader import read_program
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

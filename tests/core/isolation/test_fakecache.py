@@ -16,11 +16,12 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from exportlens.core.isolation import fakecache, trace
+from exportlens.core import trace
+from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.jobprocess import warm_up
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.forks import in_child
 
 

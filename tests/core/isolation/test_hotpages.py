@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation import fakecache, hotpages, jobprocess, trace
+from exportlens.core import trace
+from exportlens.core.isolation import fakecache, hotpages, jobprocess
 from exportlens.core.isolation.forking import Forker
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.forks import in_child
 
 FORK = StartMethod("fork", "hot pages are what forks of the worker copy")  # whatever the session's start method

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import resolve
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 ROOMY = Limits(timeout_s=600, memory_mb=8192)

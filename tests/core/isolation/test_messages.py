@@ -12,10 +12,11 @@ import pytest
 from exportlens.core.isolation import messages as m
 from exportlens.core.isolation.supervise import Attempt, on_event
 from exportlens.core.isolation.zygote import Zygote
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.model.signature import SourceLine
 
-REQUEST = m.ExportRequest(7, "/p/model.py", source="x = 1\n", root="/p", limits=m.Limits(5.0, 512), skip=("A",))
+REQUEST = ExportRequest(7, "/p/model.py", source="x = 1\n", root="/p", limits=Limits(5.0, 512), skip=("A",))
 RESULT = FileResult(
     path="/p/model.py",
     diagnostics=(Diagnostic("timeout", "slow", 3, target="A"),),
@@ -101,7 +102,7 @@ def test_end_of_stream_mid_frame_is_none() -> None:
 def test_limits_default_to_the_project_defaults() -> None:
     from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
-    assert m.Limits() == m.Limits(DEFAULT_TIMEOUT_S, DEFAULT_MEMORY_MB)
+    assert Limits() == Limits(DEFAULT_TIMEOUT_S, DEFAULT_MEMORY_MB)
     assert dataclasses.replace(REQUEST).limits.timeout_s == 5.0
 
 

@@ -21,9 +21,9 @@ import pytest
 
 from exportlens.core.isolation import pool as pool_module
 from exportlens.core.isolation import preload_record
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 ROOMY = Limits(timeout_s=600, memory_mb=8192)

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from exportlens.core.cache.keys import library_state
+from exportlens.core.disk.states import library_state
 from exportlens.core.isolation import preload_record
 from exportlens.core.isolation.preload import Preloader
 from exportlens.core.isolation.preload_record import Library, Record, Refusal

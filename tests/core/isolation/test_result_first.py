@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation import trace
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core import trace
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 
 QUIET = '''
 import io

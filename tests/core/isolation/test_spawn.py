@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from exportlens.core.isolation.jobprocess import BAD_FORK_STAND_IN
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.test_preload import Site, export, project, wait_for, width_of
 from tests.core.isolation.test_standby import _idle_standby
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 
 MODEL = '''
 import os

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import PoolEvent, WorkerError, WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 MODEL = '''

@@ -14,9 +14,10 @@ import pytest
 
 from exportlens.core.isolation.forking import Job
 from exportlens.core.isolation.jobclock import WALL_FACTOR, JobClock, elapsed_s
-from exportlens.core.isolation.messages import ExportRequest, FromWorker, Limits
+from exportlens.core.isolation.messages import FromWorker
 from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.model.request import ExportRequest, Limits
 
 HOARD_MB = 256
 

@@ -18,8 +18,8 @@ from typing import Iterator
 
 import pytest
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "worker"

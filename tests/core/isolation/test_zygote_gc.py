@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.model.request import ExportRequest, Limits
 
 MODEL = '''
 import gc

@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 import pytest
 
 from exportlens.core.isolation import pool as pool_module
-from exportlens.core.isolation.messages import ExportRequest, Limits
+from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Overrides, Pipeline, cache_dir_for, cache_url_for, limits_for
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, ProjectSettings

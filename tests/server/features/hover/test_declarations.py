@@ -13,7 +13,7 @@ import pytest
 
 from exportlens.core.model.views import view_for
 from exportlens.server.features.hover import submodules
-from exportlens.server.features.hover.anchors import Anchors
+from exportlens.server.features.hover.collector import Anchors
 from exportlens.server.markup import MARKDOWN
 from tests.conftest import EXAMPLES, ROOT
 from tests.server.features.hover.test_index import Doc, in_order

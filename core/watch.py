@@ -1,5 +1,6 @@
 """Files changed outside the editor: git checkout, formatters, the helper modules a
-model imports, the files it reads.
+model imports, the files it reads. No LSP and no torch: the language server and
+``check --watch`` (``exportlens/watch_command.py``) both watch through it.
 
 A watchdog observer watches, non-recursively, only the folders that matter: those
 of the open model files, of the dependencies their last export recorded (local
@@ -33,8 +34,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from exportlens.core.cache.keys import file_state
 from exportlens.core.contract.snapshot import SNAPSHOT_NAME
+from exportlens.core.disk.states import file_state
 from exportlens.core.model.results import FileResult
 
 log = logging.getLogger(__name__)

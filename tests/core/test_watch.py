@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from exportlens.core.cache.keys import ABSENT
+from exportlens.core.disk.states import ABSENT
 from exportlens.core.model.results import FileResult
-from exportlens.server.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
+from exportlens.core.watch import Watcher, changed_since, dependency_folders, self_caused, stale_by
 
 
 class Changes:
