@@ -40,7 +40,7 @@ from exportlens.core.export.loader import (
     sources_of,
 )
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
-from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
+from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fake_explains, fallbacks, values_real
 from exportlens.core.isolation.messages import ExportRequest, FromJob, Phase, TargetBegins, TargetDone, TargetsFound
 from exportlens.core.isolation.trace import mark
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
@@ -352,13 +352,12 @@ def diagnose_failure(
         # Run the model once as plain PyTorch: it tells a model that is simply
         # broken from one export rejects, and finds banned mutations' lines.
         from exportlens.core.export.mutations import run_eagerly
-        from exportlens.core.export.weights.fake import fake_caused
 
         # Raises RealWeightsNeeded where real weights fit; else the run is fake, and
         # what fake values cause is no finding.
         built.weights_note = policy.require_values(built, "the eager run that explains why the export failed needs the weights' values") or ""
         eager = run_eagerly(built.module, built.args, built.kwargs, path, sources)
-        if eager.error is not None and built.weights == "fake" and fake_caused(eager.error):
+        if eager.error is not None and fake_explains(built, eager.error):
             eager.error = None
         if constant_updates.failed_on_constant(facts.message):
             updated = constant_updates.diagnostics(eager.mutations, built.module, sources, name)
@@ -487,7 +486,7 @@ def _data_dependent(built: Built, sources: Sources, name: str, policy: Policy) -
     out: list[Diagnostic] = []
     seen: set[tuple[str, int]] = set()
     failures = _draft_failures(built, sources)
-    if failures is None and built.weights == "fake":
+    if failures is None and not values_real(built):
         # torch 2.15's draft_export copies every weight's values, and stops at a fake
         # one: with real weights (where they fit) it names the line.
         built.weights_note = policy.require_values(built, "draft_export, which finds the line of a data-dependent guard, needs the weights' values with this torch") or ""

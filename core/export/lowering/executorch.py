@@ -38,6 +38,7 @@ from typing import Any
 from exportlens.core.export.lowering import nodes, randomness
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
 from exportlens.core.export.lowering.outputs import user_outputs
+from exportlens.core.export.weights import values_real
 from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
@@ -63,7 +64,7 @@ class Executorch:
 
     def lower(self, subject: Subject, versions: str) -> Lowered:
         record = Lowering("executorch", "error", versions=versions)
-        fake = subject.built.weights == "fake"
+        fake = not values_real(subject.built)
         with _quiet():
             from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
             from executorch.exir import to_edge_transform_and_lower

@@ -28,6 +28,7 @@ from typing import Any
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering import nodes
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
+from exportlens.core.export.weights import values_real
 from exportlens.core.model.lowering import ONNX_INSTALL, ONNX_PACKAGES, Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
@@ -46,7 +47,7 @@ class Onnx:
 
     def lower(self, subject: Subject, versions: str) -> Lowered:
         record = Lowering("onnx", "error", versions=versions)
-        if subject.built.weights == "fake":
+        if not values_real(subject.built):
             # The weights policy was asked for real ones and said why they cannot be had:
             # an ONNX model holds its weights' values, and its run compares them.
             why = subject.built.weights_note or "the model was built with fake weights"
