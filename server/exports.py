@@ -25,11 +25,11 @@ from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 from exportlens.core.project.files import declares_targets
 from exportlens.server import overlays, pyproject_view, views
-from exportlens.server.features import diagnostics, lenses, untrusted
-from exportlens.server.features import hints as hint_features
+from exportlens.server.features import diagnostics, untrusted
 from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
 from exportlens.server.features.progress import JobProgress
+from exportlens.server.features.refresh import HINTS, LENSES, refresh
 from exportlens.server.positions import split_lines
 from exportlens.server.watch import changed_since
 from exportlens.server.workers import BridgeClosed
@@ -192,5 +192,4 @@ async def build_index(server: Host, state: DocumentState, text: str, result: Fil
         return
     if state.result is result:
         state.index, state.hints = index, hints
-        hint_features.refresh(server)
-        lenses.refresh(server)
+        refresh(server, HINTS, LENSES)
