@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from exportlens.core.isolation import hotpages
-from exportlens.core.isolation.jobprocess import child_main, die_with, standby_main
+from exportlens.core.isolation.jobprocess import child_main, die_with
 from exportlens.core.isolation.messages import Export, ExportRequest, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import kill_group, signal_group
+from exportlens.core.isolation.standby import standby_main
 from exportlens.core.isolation.trace import mark
 
 LESSON_PAUSE = 16  # saves of a file whose job had little to tell before it is asked again

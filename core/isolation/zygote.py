@@ -39,7 +39,6 @@ from types import FrameType
 from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
-from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import (
     Cancel,
     Exit,
@@ -63,6 +62,7 @@ from exportlens.core.isolation.reaper import become_subreaper, children, kill_st
 from exportlens.core.isolation.spawning import Spawner, fork_refused
 from exportlens.core.isolation.supervise import Attempt, supervise
 from exportlens.core.isolation.trace import mark
+from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.results import FileResult
 
 REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is gone

@@ -17,10 +17,10 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from exportlens.core.isolation import fakecache, trace
-from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import ExportRequest, Limits
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.isolation.warmup import warm_up
 from tests.core.isolation.forks import in_child
 
 

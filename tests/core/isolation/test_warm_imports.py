@@ -13,7 +13,7 @@ from tests.server.lsp_client import EXAMPLES
 
 PROBE = """
 import json, os, sys
-from exportlens.core.isolation.jobprocess import warm_up
+from exportlens.core.isolation.warmup import warm_up
 warm_up()
 from exportlens.core.export.job import run_job
 from exportlens.core.isolation.messages import ExportRequest
