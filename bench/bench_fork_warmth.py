@@ -87,7 +87,7 @@ def main() -> None:
     import transformers  # noqa: F401 - preloaded, as the worker does
 
     from exportlens.core.isolation import fakecache, hotpages
-    from exportlens.core.isolation.jobprocess import prewarm
+    from exportlens.core.isolation.warmup import prewarm
 
     prewarm()
     fakecache.install()

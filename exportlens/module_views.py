@@ -2,7 +2,8 @@
 
 A file named to ``check`` that declares no target but is a local module of the
 project (``pkg/model.py``) is checked through the files that do: the project's
-model files are exported (or taken from the cache) as usual, and the module's
+model files that may import it (``exportlens.core.project.importers``, as the
+server asks) are exported (or taken from the cache) as usual, and the module's
 result is the view of those whose run imported it (``exportlens.core.model.views``):
 each diagnostic at its own line, each target's signature with the module's lines.
 Torch-free, like the rest of the CLI.
@@ -13,7 +14,8 @@ from __future__ import annotations
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.pipeline import Batch, Pipeline, RunListener
-from exportlens.core.project.files import declares_targets, root_of, survey
+from exportlens.core.project.files import declares_targets
+from exportlens.core.project.importers import model_files_importing
 
 
 def _declares(path: str) -> bool:
@@ -34,8 +36,8 @@ def run_with_views(pipeline: Pipeline, files: list[str], jobs: int | None, liste
     its own result, the view of the project's model files that import it."""
     modules = [f for f in files if f.endswith(".py") and not _declares(f)]
     extra: list[str] = []
-    for root in dict.fromkeys(root_of(m) for m in modules):
-        extra += [f for f in survey([root]).files if f not in files and f not in extra]
+    for module in modules:  # only those that may import it, as the server asks (``importers``)
+        extra += [f for f in model_files_importing(module) if f not in files and f not in extra]
     batch = pipeline.run([*files, *extra], jobs, listener=listener)
     if not modules:
         return batch

@@ -9,10 +9,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from exportlens.core.model.results import FileResult
-from exportlens.server.features import hints as hint_features
-from exportlens.server.features import lenses
 from exportlens.server.features.hints import HintIndex
 from exportlens.server.features.hover import index_class
+from exportlens.server.features.refresh import HINTS, LENSES, refresh
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -40,5 +39,4 @@ async def build_index(server: Host, state: DocumentState, text: str, result: Fil
         return
     if state.result is result:
         state.index, state.hints = index, hints
-        hint_features.refresh(server)
-        lenses.refresh(server)
+        refresh(server, HINTS, LENSES)

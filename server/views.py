@@ -9,7 +9,7 @@ and the specs whose lines are there, for hovers. Each model file's result comes 
 what is already open (the declaring file's last published result), else the cache
 (the pipeline's lookup), else an export on the server's worker bridge, stored like
 any other; a fresh cache never starts a worker. Only the model files whose text can
-reach the module through the project's imports are asked (``_model_files``):
+reach the module through the project's imports are asked (``core.project.importers``):
 opening a script that no model imports exports nothing.
 
 Every export carries the unsaved text of the project's open modules (``overlays``),
@@ -25,14 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
-from exportlens.core.project.files import SKIP_DIRS, root_of, survey
+from exportlens.core.project.importers import model_files_importing
 from exportlens.server import indexes, overlays, runner
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
@@ -42,50 +41,6 @@ if TYPE_CHECKING:
     from exportlens.server.state import DocumentState
 
 log = logging.getLogger(__name__)
-
-MAX_READ = 4 << 20  # an import is near the top; a generated 100 MB file is not read whole
-
-
-def _name(path: str) -> bytes:
-    """The name an import of ``path`` spells: its stem, or its package's folder."""
-    stem = os.path.splitext(os.path.basename(path))[0]
-    return os.fsencode(os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem)
-
-
-def _python_files(root: str) -> dict[str, bytes]:
-    """Every regular ``.py`` file under ``root`` (skipping what ``check`` skips), by real path."""
-    out: dict[str, bytes] = {}
-    for directory, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
-        for name in names:
-            full = os.path.join(directory, name)
-            if name.endswith(".py") and os.path.isfile(full):  # never a FIFO
-                try:
-                    with open(full, "rb") as f:
-                        out[os.path.realpath(full)] = f.read(MAX_READ)
-                except OSError:
-                    continue
-    return out
-
-
-def _model_files(path: str) -> list[str]:
-    """The model files of ``path``'s project that may import it, directly or through
-    other local modules (walks the tree: on the io thread). A file may import it when
-    its text names it, or names a file that may: a static over-approximation, so a
-    file that cannot reach the module is never exported just to find that out."""
-    real = os.path.realpath(path)
-    texts = _python_files(root_of(path))
-    reached, names, grew = {real}, {_name(real)}, True
-    while grew:
-        spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n) for n in sorted(names)) + rb")\b")
-        grew = False
-        for file, text in texts.items():
-            if file not in reached and spelled.search(text):
-                reached.add(file)
-                names.add(_name(file))
-                grew = True
-    return [f for f in survey([root_of(path)]).files if os.path.realpath(f) in reached - {real}]
-
 
 async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileResult | None, bool]:
     """``file``'s result: the open document's, the cache's, else a fresh export;
@@ -116,7 +71,7 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
 async def show_module(server: Host, state: DocumentState, generation: int) -> None:
     """Publish the view of the targets that exercise the module ``state``."""
     loop = asyncio.get_running_loop()
-    files = await loop.run_in_executor(server.io, _model_files, state.path)
+    files = await loop.run_in_executor(server.io, model_files_importing, state.path)
     fresh = state.uri in server.fresh
     server.fresh.discard(state.uri)
     # The buffer, saved or not: the exports import the module from its unsaved text

@@ -58,3 +58,11 @@ PRELOAD_RECORD = re.compile(r"^preload-[0-9a-f]{16}\.msgpack$")
 def preload_record_name(environment: str) -> str:
     """The preload record's file name for an environment (any text naming it)."""
     return f"preload-{hashlib.sha256(environment.encode()).hexdigest()[:16]}.msgpack"
+
+
+def listed_libraries(manifest: dict[str, Any]) -> list[str] | None:
+    """The libraries a manifest lists (none when it predates them); None when malformed."""
+    libraries = manifest.get("libs", [])
+    if not isinstance(libraries, list) or not all(isinstance(p, str) for p in libraries):
+        return None
+    return libraries

@@ -21,14 +21,8 @@ cannot be read is a miss) and reads the entry of the first list whose entry is
 there. Editing a helper module, fixing one that raised, or creating one that was
 missing changes the second key.
 
-A third file, the *tokens manifest*, is keyed like the manifest but by the file's
-tokens without comments and blank lines (``exportlens.core.source.tokens``) instead
-of its bytes, and keeps the text the result was made from, and the state and text
-of each local module the export imported. A lookup whose bytes (or a module's) miss
-tries it: when only comments or blank lines changed, in the file or in its modules,
-the stored result is served with every line moved to the new text
-(``exportlens.core.cache.remap``), and no export runs. A file (or a local module it imports) that can see its own source or
-line numbers gets no tokens manifest: only its exact bytes reuse a result.
+A third file, the *tokens manifest*, serves a result again when only comments or
+blank lines changed (``exportlens.core.cache.moved``).
 
 Nothing in a key or a file is of the machine (``exportlens.core.cache.portable``), so a
 ``remote`` (``exportlens.core.cache.remote``) can share them: a lookup reads the folder,
@@ -65,18 +59,18 @@ from exportlens.core.cache.files import (
     CorruptEntry,
     decode_file,
     encode_file,
+    listed_libraries,
 )
-from exportlens.core.cache.keys import first_key, second_key, source_bytes, states_now, token_first_key
+from exportlens.core.cache.keys import first_key, second_key, source_bytes, states_now
+from exportlens.core.cache.moved import moved_result, tokens_file, tokens_key
 from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
-from exportlens.core.cache.remap import FileMap, moved_modules, remap
 from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
 from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.disk.states import ABSENT
 from exportlens.core.model.plain import from_plain, pack, to_plain
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
-from exportlens.core.source.tokens import line_map, reads_own_source, tokens_of
 
 log = logging.getLogger("exportlens.cache")
 
@@ -95,14 +89,6 @@ _TEMP_PREFIX = ".tmp-"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is a cache of exportlens results; see exportlens cache clear.\n"
 
 
-def _libraries(manifest: dict[str, Any]) -> list[str] | None:
-    """The libraries a manifest lists (none when it predates them); None when malformed."""
-    libraries = manifest.get("libs", [])
-    if not isinstance(libraries, list) or not all(isinstance(p, str) for p in libraries):
-        return None
-    return libraries
-
-
 def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(p, str) for p in value)
 
@@ -111,7 +97,7 @@ def _dependency_lists(manifest: dict[str, Any]) -> list[tuple[list[str], list[st
     """``(dependencies, libraries)`` of each result a manifest names, newest first
     (``deps``/``libs``, then ``older``, which a manifest written before it lacks); what
     is wrong with it when it is malformed."""
-    deps, libraries, older = manifest.get("deps"), _libraries(manifest), manifest.get("older", [])
+    deps, libraries, older = manifest.get("deps"), listed_libraries(manifest), manifest.get("older", [])
     if not _strings(deps):
         return "bad dependency list"
     if libraries is None:
@@ -447,56 +433,22 @@ class ResultCache:
         return replace(result, path=request.path)
 
     def _lookup_moved(self, request: ExportRequest, source: bytes) -> FileResult | None:
-        """The result of a text with the same tokens (only comments or blank lines
-        differ), its lines moved to ``source``; None when there is none or it cannot
-        be moved soundly."""
-        tokens = tokens_of(source)
-        if tokens is None or tokens.introspects:
+        """The result of a text with the same tokens, its lines moved to ``source``
+        (``moved.moved_result``); None when there is none or it cannot be moved soundly."""
+        key = tokens_key(request, source)
+        if key is None:
             return None
-        key = token_first_key(request, tokens.key)
         found = self._read(key, KIND_TOKENS)
         if found is None:
             return None
-        key1, deps, old = found.get("key1"), found.get("deps"), found.get("source")
-        states, texts = found.get("states"), found.get("texts")
-        libraries = _libraries(found)
-        if not (isinstance(key1, str) and isinstance(old, bytes) and isinstance(deps, list) and all(isinstance(d, str) for d in deps)) or libraries is None:
-            self._corrupt(self._path(key, KIND_TOKENS), CorruptEntry("bad tokens manifest"))
-            return None
-        places = places_for(request.root)
         try:
-            deps, libraries = _local_list(places, deps), _local_list(places, libraries)
-        except ValueError:
+            moved = moved_result(request, source, found, lambda key2: self._entry(key2, request))
+        except CorruptEntry as e:
+            self._corrupt(self._path(key, KIND_TOKENS), e)
             return None
-        if any(path in deps for path, _ in request.overlays):
-            return None  # a module it imports is unsaved in the editor: its lines are the buffer's, not a stored text's
-        maps: list[FileMap] = []
-        if old != source:
-            lines = line_map(old, source)
-            if lines is None:
-                return None
-            maps.append(FileMap(request.path, old, lines))
-        now_states: list[str] | None = None
-        if isinstance(states, list) and isinstance(texts, list) and len(states) == len(texts) == len(deps):
-            moved = moved_modules(deps, states, texts)
-            if moved is None:
-                return None
-            maps += moved[0]
-            now_states = moved[1]
-            key2 = second_key(key1, deps, states, libraries=libraries, places=places)
-        else:  # modules kept by their bytes alone (the export's states were not known)
-            key2 = second_key(key1, deps, libraries=libraries, places=places)
-        if not maps:
-            return None  # the same bytes missed by their own key (a bad or evicted file): a miss
-        stored = self._entry(key2, request) if key2 is not None else None
-        if stored is None or key2 is None:
+        if moved is None:
             return None
-        result = remap(stored, maps)
-        if result is not None and now_states is not None and stored.local_imports == tuple(deps):
-            result = replace(result, local_import_hashes=tuple(now_states))
-        if result is None:
-            log.debug("%s: the stored result's lines cannot be moved soundly; exporting", request.path)
-            return None
+        result, key2 = moved
         with self._lock:
             self.moved += 1
         self._touch(self._path(key, KIND_TOKENS), self._path(key2, KIND_ENTRY))
@@ -584,33 +536,12 @@ class ResultCache:
     def _store_tokens(
         self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str], places: Places, share: bool
     ) -> int:
-        """Write the tokens manifest when comment-only edits may reuse this result:
-        neither the file nor a local module it ran spells a way to see its own
-        source or line numbers. With the states the export saw, it also keeps each
-        local module's text, so a module edited in comments only is served moved
-        too. Bytes written."""
-        tokens = tokens_of(source)
-        if tokens is None or tokens.introspects:
+        """Write the tokens manifest when comment-only edits may reuse this result
+        (``moved.tokens_file``). Bytes written."""
+        made = tokens_file(request, source, key1, deps, states, libraries, places)
+        if made is None:
             return 0
-        texts: list[bytes | None] = [None] * len(deps)
-        for i, dep in enumerate(deps):
-            if not dep.endswith(".py") or (states is not None and states[i] == ABSENT):
-                continue
-            try:
-                with open(dep, "rb") as f:
-                    data = f.read()
-            except OSError:
-                return 0
-            if states is not None and hashlib.sha256(data).hexdigest() != states[i]:
-                return 0  # changed since the export read it: cannot tell what it spelled
-            if reads_own_source(data):
-                return 0
-            texts[i] = data
-        key = token_first_key(request, tokens.key)
-        payload: dict[str, Any] = {"key": key, "key1": key1, "deps": [places.portable(p) for p in deps], "libs": [places.portable(p) for p in libraries], "source": source}
-        if states is not None:
-            payload.update(states=states, texts=texts)
-        data = encode_file(KIND_TOKENS, pack(payload))
+        key, data = made
         return self._write(self._path(key, KIND_TOKENS), data, share=share)
 
     def _ensure_directory(self) -> None:

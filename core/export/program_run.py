@@ -24,6 +24,7 @@ from typing import Any
 
 from exportlens.core.export.analyze import clean_message
 from exportlens.core.export.targets import Built, Candidate
+from exportlens.core.export.weights import values_real
 from exportlens.core.model.results import Diagnostic, ProgramRun
 from exportlens.core.source.frames import Frame, frames_in_text
 from exportlens.core.source.project import Sources
@@ -76,7 +77,7 @@ def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tupl
     import torch
     from torch.utils import _pytree as pytree
 
-    if built.weights != "real":
+    if not values_real(built):
         return ProgramRun("skipped", "the model was built with fake weights; real ones are needed to run it"), []
     try:
         flat = _graph_inputs(ep, built.args, built.kwargs or {})

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from exportlens.core.export.weights import CRASHED_FAKE, retry_after_crash, with_real_weights
 from exportlens.core.isolation.failure import Failure, failure_diagnostic
 from exportlens.core.isolation.pipes import OUTPUT_TAIL, Tail
 from exportlens.core.isolation.supervise import Attempt
@@ -41,9 +42,6 @@ class Merged:
     decls: list[TargetDecl] | None = None
 
 
-CRASHED_FAKE = "the export process crashed while the model held fake tensors (a library may have wanted their data)"
-
-
 def run_request(request: ExportRequest, run_child: RunChild) -> FileResult | None:
     """Run the request's targets, re-forking past any target that kills its job, and
     again with real weights where the weights policy asks; None when it was cancelled."""
@@ -54,13 +52,13 @@ def run_request(request: ExportRequest, run_child: RunChild) -> FileResult | Non
     result, decls = done
     for reason, names in _by_reason(result.fallbacks):
         if names is None:  # the whole file
-            again = _attempts(replace(request, weights="real", why_real=reason), run_child)
+            again = _attempts(with_real_weights(request, reason), run_child)
             if again is None:
                 return None
             result = again[0]
             break
         others = tuple(d.name for d in decls if d.name not in names)
-        again = _attempts(replace(request, weights="real", why_real=reason, skip=(*request.skip, *others)), run_child)
+        again = _attempts(replace(with_real_weights(request, reason), skip=(*request.skip, *others)), run_child)
         if again is None:
             return None
         result = _merge_real(result, again[0], names, decls)
@@ -128,7 +126,7 @@ def _attempts(request: ExportRequest, run_child: RunChild) -> tuple[FileResult, 
             merged.targets[finished.name] = finished
             merged.diagnostics.extend(found)
             skip.append(finished.name)
-        if request.weights == "auto" and attempt.failure == "worker-crash":
+        if attempt.failure == "worker-crash" and retry_after_crash(request):
             crashed.append(Fallback(attempt.current, CRASHED_FAKE))
             if attempt.current is None or attempt.current in skip:
                 return _finish(request, merged, FileResult(path=request.path, fallbacks=(Fallback(None, CRASHED_FAKE),)), tail, started), list(merged.decls or ())

@@ -12,6 +12,7 @@ import re
 import signal
 from dataclasses import dataclass
 
+from exportlens.core.export.weights import real_weights_note
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, TargetDecl
 
@@ -41,13 +42,9 @@ def failure_diagnostic(request: ExportRequest, failure: Failure, decl: TargetDec
             f"{what} used more than {limits.memory_mb} MB of memory "
             f"(limit: {limits.memory_mb} MB resident); it was stopped {where}"
         )
-        if request.why_real:
-            message += f"\nexportlens built the model with real weights because {request.why_real}"
-        elif request.weights == "real":
-            message += (
-                '\nthe model was built with real weights (weights = "real"): with weights = "auto" '
-                "(--weights auto) exportlens builds its large tensors without values, which the export never reads"
-            )
+        note = real_weights_note(request)
+        if note:
+            message += f"\n{note}"
     else:
         message = f"the export process died {failure.detail} during {what}" + ("; it crashed at this line" if line else "")
     output = failure.output.strip()

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from exportlens.core.isolation import hotpages
-from exportlens.core.isolation.jobprocess import child_main, die_with, standby_main
+from exportlens.core.isolation.jobprocess import child_main, die_with
 from exportlens.core.isolation.messages import Export, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import kill_group, signal_group
+from exportlens.core.isolation.standby import standby_main
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.trace import mark
 

@@ -5,8 +5,8 @@ choice, sends its stdout/stderr to a pipe the worker drains, and leaves a
 faulthandler stack dump behind on a crash, on ``os._exit`` and on the signal the
 worker sends before killing it for a timeout or the memory cap.
 
-Also here: the warm-up -- the tiny export the worker runs once after importing torch,
-and that each standby job process runs while it waits -- so an export starts hot.
+A job process forked before its request arrives, and warm by then, is ``standby``'s;
+the tiny export that warms the worker and the standbys is ``warmup``'s.
 """
 
 from __future__ import annotations
@@ -24,13 +24,10 @@ from typing import NoReturn
 
 from exportlens.core.isolation import fakecache, hotpages
 from exportlens.core.isolation.messages import (
-    Export,
     FakeCache,
     FromJob,
     Imported,
     JobResult,
-    StandbyWarm,
-    read_frame,
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
@@ -160,76 +157,6 @@ def _flush() -> None:
             pass
 
 
-def standby_main(
-    request_fd: int,
-    events_fd: int,
-    output_fd: int,
-    dump_fd: int,
-    num_threads: int,
-    hot: hotpages.Runs | None = None,
-    record_fd: int = -1,
-    learn_fd: int = -1,
-) -> NoReturn:
-    """A job process forked *before* its request arrives. Never returns.
-
-    A fresh fork pays copy-on-write for every page it writes, and an export writes
-    all over torch's operator tables (``run_decompositions`` walks every op). The
-    standby pays that while the user is still typing, then blocks until the worker
-    hands it a request (or closes the pipe: exit). A request that comes while it is
-    still warming up goes to a fresh fork instead (or, when it writes hot pages, a
-    few tens of ms later to it), so warming never delays an export by much.
-
-    With ``hot`` (the pages an export writes, ``hotpages``) it writes those pages in
-    one go, a fraction of the time of a tiny export; without, it runs the tiny export,
-    and with ``record_fd`` records which pages that wrote, for the next standbys.
-    With ``learn_fd``, warmed by hot pages, it reads its pages before it takes a
-    request, for its job to tell which ones it copied (``hotpages``).
-    """
-    mark("standby: warming")
-    how = "hot pages"
-    if not (hot and hotpages.populate(hot)):
-        how = "a tiny export"
-        mappings = hotpages.writable_mappings() if record_fd >= 0 else []
-        before = hotpages.snapshot(mappings) if mappings else None
-        try:
-            prewarm()
-        except BaseException:  # noqa: BLE001 - a failed warm-up only costs speed
-            pass
-        after = hotpages.snapshot(mappings) if before is not None else None
-        if before is not None and after is not None:
-            try:
-                os.pwrite(record_fd, hotpages.to_bytes(hotpages.written(mappings, before, after)), 0)
-            except OSError:
-                pass
-    if record_fd >= 0:
-        os.close(record_fd)
-    learning = None
-    if learn_fd >= 0:
-        mappings = hotpages.writable_mappings() if how == "hot pages" else []
-        before = hotpages.snapshot(mappings) if mappings else None
-        if before is None:
-            os.close(learn_fd)
-        else:
-            learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
-    mark(f"standby: warm, by {how}")
-    write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request
-    request: ExportRequest | None = None
-    try:
-        message = read_frame(request_fd)
-        if isinstance(message, Export):
-            request = message.request
-            if learning is not None and not message.learn:  # the file's last job had little to tell
-                os.close(learning.fd)
-                learning = None
-    except BaseException:  # noqa: BLE001 - garbage on our own pipe: exit quietly
-        pass
-    os.close(request_fd)
-    if request is None:
-        os._exit(0)
-    child_main(request, events_fd, output_fd, dump_fd, num_threads, learning)
-    os._exit(70)  # not reached: child_main exits
-
-
 def die_with(parent: int) -> None:
     """Be killed when ``parent`` (the zygote) dies; called first thing after the fork.
 
@@ -254,66 +181,3 @@ def _dump_before_exit(dump_fd: int) -> None:
         real_exit(status)
 
     os._exit = _exit
-
-
-def warm_up() -> str:
-    """Run once in the worker after importing torch: one tiny export, and the job
-    module imported, so the first job starts hot. Returns torch's version."""
-    import torch
-
-    from exportlens.core.export import libraries
-
-    # Nothing the zygote runs may start the OpenMP pool (see ``exportlens.core.isolation.zygote``).
-    torch.set_num_threads(1)
-    libraries.survey()  # the installed folders: no project folder is on sys.path yet
-    # Before any model library is imported (here or in a job): one that binds
-    # ``safetensors.safe_open`` or torch's functions at its import binds these.
-    from exportlens.core.export.weights import install
-
-    install()
-    prewarm()
-    _stop_tqdm_monitor()
-    # Imported once here, shared by every fork. The job imports the extraction and
-    # the program encoder only after a successful export; imported there, each job
-    # paid for them and for the torch internals they pull in (~60 ms of a small
-    # model's save: 294 -> 232 ms in the job on a loaded 2-core machine).
-    import exportlens.core.export.extract  # noqa: F401
-    import exportlens.core.export.job  # noqa: F401
-    import exportlens.core.export.mutations  # noqa: F401 - the eager run of a failed export
-    import exportlens.core.serde.encode  # noqa: F401
-
-    return str(torch.__version__)
-
-
-def _stop_tqdm_monitor() -> None:
-    """The tiny export shows a tqdm bar (torch.fx's interpreter), and tqdm starts a
-    monitor thread with the first bar: a fork made while it runs would copy its lock
-    (``tqdm._lock``) held, should it be at that moment, and every bar of that job would
-    wait for it forever. The monitor only tunes how often a bar redraws."""
-    std = sys.modules.get("tqdm.std")
-    if std is None:
-        return
-    std.tqdm.monitor_interval = 0  # no monitor in the worker, nor in its jobs
-    monitor = std.tqdm.monitor
-    if monitor is not None:
-        monitor.exit()
-        std.tqdm.monitor = None
-
-
-def prewarm() -> None:
-    """One tiny export with a dynamic dim, a parameter and a buffer (tiny tensors
-    only: below the parallel grain size, so no OpenMP pool starts)."""
-    import torch
-
-    class Warm(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.ones(4))
-            self.register_buffer("count", torch.zeros(1))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(x * self.weight) + self.count  # type: ignore[operator]
-
-    batch = torch.export.Dim("batch", min=2)
-    ep = torch.export.export(Warm(), (torch.ones(3, 4),), dynamic_shapes=({0: batch},))
-    ep.run_decompositions({})

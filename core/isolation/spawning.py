@@ -215,7 +215,8 @@ def main(argv: list[str]) -> None:
     request: list[Message | None] = [None]
     reader = threading.Thread(target=_read_request, args=(request,), name="exportlens-request", daemon=True)
     reader.start()
-    from exportlens.core.isolation.jobprocess import child_main, die_with, warm_up
+    from exportlens.core.isolation.jobprocess import child_main, die_with
+    from exportlens.core.isolation.warmup import warm_up
 
     die_with(int(args["parent"]))
     mark("spawned: started")

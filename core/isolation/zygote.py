@@ -39,7 +39,6 @@ from types import FrameType
 from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
-from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.messages import (
     Cancel,
     Exit,
@@ -61,6 +60,7 @@ from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
 from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.trace import mark

@@ -28,7 +28,8 @@ from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.core.trace import mark
 from exportlens.server import config, pyproject_view, warmup
 from exportlens.server.client import ClientProfile
-from exportlens.server.features import diagnostics, hints
+from exportlens.server.features import diagnostics
+from exportlens.server.features.refresh import HINTS, refresh
 from exportlens.server.state import DocumentState
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def apply_settings(server: Host) -> None:
             if state.result is not None:
                 diagnostics.publish(server, state)
     if new.inlay_hints != old.inlay_hints:
-        hints.refresh(server)
+        refresh(server, HINTS)
 
 
 async def pull_configuration(server: Host) -> None:

@@ -185,16 +185,6 @@ def hints_in(state: DocumentState, current: list[str], first: int, last: int, en
     return out
 
 
-def refresh(server: Host) -> None:
-    """Ask the client to request hints again, when it can be asked."""
-    if not server.client.inlay_hint_refresh:
-        return
-    try:
-        server.workspace_inlay_hint_refresh(None)
-    except Exception:  # noqa: BLE001 - the client may be gone
-        log.debug("inlay hint refresh failed", exc_info=True)
-
-
 def register(server: Host) -> None:
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     async def on_inlay_hint(ls: Host, params: types.InlayHintParams) -> list[types.InlayHint]:

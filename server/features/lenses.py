@@ -102,16 +102,6 @@ def lenses_for(state: DocumentState, current: list[str], uri: str) -> list[types
     return out
 
 
-def refresh(server: Host) -> None:
-    """Ask the client to request lenses again, when it can be asked."""
-    if not server.client.code_lens_refresh:
-        return
-    try:
-        server.workspace_code_lens_refresh(None)
-    except Exception:  # noqa: BLE001 - the client may be gone
-        log.debug("code lens refresh failed", exc_info=True)
-
-
 def register(server: Host) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def on_code_lens(ls: Host, params: types.CodeLensParams) -> list[types.CodeLens]:

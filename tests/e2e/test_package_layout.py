@@ -95,3 +95,32 @@ def test_check_on_a_model_module_shows_the_targets_that_exercise_it() -> None:
     [entry] = doc["files"]
     errors = [d for d in entry["diagnostics"] if d["severity"] == "error"]
     assert [(d["code"], d["target"], d["line"]) for d in errors] == [("data-dependent", "gated", _line_of(PKG / "gpt.py", "if logits.abs().max() > 100"))]
+
+
+RAN = 'import pathlib\n\npathlib.Path(__file__).with_suffix(".ran").write_text("exported")\n'
+
+
+def test_check_on_a_module_exports_only_the_model_files_that_may_import_it(tmp_path: Path) -> None:
+    """``check`` on a module asks the model files that may import it, as the server
+    does (``core.project.importers``): one that cannot reach it is not exported."""
+    (tmp_path / "pyproject.toml").write_text("[tool.exportlens]\n")
+    (tmp_path / "blocks.py").write_text("import torch\n\n\nclass Double(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    (tmp_path / "uses.py").write_text(RAN + "import torch\nfrom blocks import Double\n\nmodel = Double()\nexample_args = (torch.ones(2),)\n")
+    (tmp_path / "other.py").write_text(RAN + "import torch\n\nmodel = torch.nn.ReLU()\nexample_args = (torch.ones(2),)\n")
+    code, doc = check_json("blocks.py", cwd=tmp_path, extra=("--no-cache",))
+    assert code == 0, doc
+    [entry] = doc["files"]
+    assert _path_in(tmp_path, entry["path"]) == tmp_path / "blocks.py"
+    assert [t["name"] for t in entry["targets"]] == ["Double"]  # uses.py's target, seen from blocks.py
+    assert (tmp_path / "uses.ran").exists()  # the model file that imports it was exported
+    assert not (tmp_path / "other.ran").exists()  # the one that cannot reach it was not
+
+    # Named too, a model file that does not import the module is checked as itself.
+    code, doc = check_json("blocks.py", "other.py", cwd=tmp_path, extra=("--no-cache",))
+    assert code == 0, doc
+    assert sorted(_path_in(tmp_path, f["path"]).name for f in doc["files"]) == ["blocks.py", "other.py"]
+    assert (tmp_path / "other.ran").exists()
+
+
+def _path_in(folder: Path, text: str) -> Path:
+    return (folder / text).resolve()

@@ -145,6 +145,20 @@ def kill_session(sid: int) -> None:
         pass
 
 
+def isolated_env(tmp_path: Path) -> dict[str, str]:
+    """Neovim's config, data, state and cache folders and exportlens's cache under
+    ``tmp_path / "home"``: a test reads and writes nothing of the user's."""
+    home = tmp_path / "home"
+    return dict(
+        EXPORTLENS_CACHE_DIR=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_STATE_HOME=str(home / "state"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        PYTHONWARNINGS="ignore",
+    )
+
+
 def run_scenario(name: str, project: Path, expected: Path, tmp_path: Path, env: dict[str, str] | None = None, plugin: Path = PLUGIN) -> Session:
     """Run ``scenarios/<name>.lua`` in a fresh headless Neovim with ``plugin`` on the
     runtimepath; its recorded checks."""
@@ -158,12 +172,7 @@ def run_scenario(name: str, project: Path, expected: Path, tmp_path: Path, env: 
         EXPORTLENS_NVIM_EXPECTED=str(expected),
         EXPORTLENS_NVIM_RESULT=str(result_file),
         EXPORTLENS_NVIM_DEADLINE_MS="240000",
-        EXPORTLENS_CACHE_DIR=str(tmp_path / "cache"),
-        XDG_CONFIG_HOME=str(home / "config"),
-        XDG_DATA_HOME=str(home / "data"),
-        XDG_STATE_HOME=str(home / "state"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        PYTHONWARNINGS="ignore",
+        **isolated_env(tmp_path),
     )
     full_env.update(env or {})
     command = [

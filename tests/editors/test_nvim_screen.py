@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.conftest import EXAMPLES, ROOT
 from tests.editors.terminal import Terminal
-from tests.editors.test_nvim import FEATURES, NVIM_TESTS, PLUGIN, nvim_binary
+from tests.editors.test_nvim import FEATURES, NVIM_TESTS, PLUGIN, isolated_env, nvim_binary
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "nvim"
 FIRST_EXPORT_S = 180.0  # the worker's warm-up imports torch on a shared 2-core machine
@@ -45,19 +45,13 @@ def test_hints_lens_and_a_quick_fix_on_screen(tmp_path: Path) -> None:
     project = tmp_path / "features"
     shutil.copytree(FEATURES, project)
     shutil.copy(EXAMPLES / "pyproject.toml", project / "pyproject.toml")
-    home = tmp_path / "home"
     env = dict(
         os.environ,
         TERM="xterm-256color",
         COLORTERM="truecolor",
         EXPORTLENS_NVIM_PLUGIN=str(PLUGIN),
         EXPORTLENS_NVIM_PYTHON=sys.executable,
-        EXPORTLENS_CACHE_DIR=str(tmp_path / "cache"),
-        XDG_CONFIG_HOME=str(home / "config"),
-        XDG_DATA_HOME=str(home / "data"),
-        XDG_STATE_HOME=str(home / "state"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        PYTHONWARNINGS="ignore",
+        **isolated_env(tmp_path),
     )
     # The test init (plugin on the runtimepath, the exportlens config) and a setting
     # many users have: diagnostics as virtual text at the end of the line.

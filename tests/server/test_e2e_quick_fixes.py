@@ -215,13 +215,20 @@ async def fix_and_export(doc: Doc, diagnostic: types.Diagnostic, title_has: str)
     return action, await doc.client.diagnostics_for(doc.uri, version)
 
 
-async def test_a_tensor_attribute_fix_registers_a_buffer(session: Session) -> None:
+async def opened(session: Session, name: str, text: str, code: str | None = None) -> tuple[Doc, list[types.Diagnostic]]:
+    """``text`` saved as ``name`` in the workspace and opened as an editor opens it;
+    the document and the diagnostics of its first export (those of ``code`` only, when given)."""
     client, workspace = session
-    path = workspace / "cache_model.py"
-    path.write_text(ATTRIBUTE + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
+    path = workspace / name
+    path.write_text(text)
     doc = Doc(client, path)
     doc.open()
-    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    found = await client.diagnostics_for(doc.uri, 1)
+    return doc, [x for x in found if code is None or x.code == code]
+
+
+async def test_a_tensor_attribute_fix_registers_a_buffer(session: Session) -> None:
+    doc, [d] = await opened(session, "cache_model.py", ATTRIBUTE + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n", "banned-mutation/tensor-attribute")
     action, after = await fix_and_export(doc, d, "register `last` as a buffer")
     # The update's value is not in the program (nothing reads it): the title says what the fix needs.
     assert not action.is_preferred and "same shape needed" in action.title
@@ -230,24 +237,14 @@ async def test_a_tensor_attribute_fix_registers_a_buffer(session: Session) -> No
 
 
 async def test_a_running_mean_fix_is_preferred_when_the_recorded_shape_fits(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "running_mean.py"
-    path.write_text(RUNNING_MEAN)
-    doc = Doc(client, path)
-    doc.open()
-    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    doc, [d] = await opened(session, "running_mean.py", RUNNING_MEAN, "banned-mutation/tensor-attribute")
     action, after = await fix_and_export(doc, d, "register `mean` as a buffer")
     assert action.is_preferred and "shape [4]" in action.title
     assert [str(x.code) for x in after] == ["mutation/buffer"] and not errors(after)
 
 
 async def test_dim_fixes_apply_torchs_suggestion_and_say_when_a_dim_becomes_static(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "dims.py"
-    path.write_text(DIMS)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "dims.py", DIMS)
     by_target = {x.data["target"]: x for x in found if x.code == "constraint-violation"}  # type: ignore[index]
     assert set(by_target) == {"gated", "reshaped"}
 
@@ -270,12 +267,7 @@ def rewritten(d: types.Diagnostic, *, data: bool, range: types.Range | None = No
 
 async def test_a_fix_is_found_for_a_client_that_rewrites_the_message_and_drops_data(session: Session) -> None:
     # ALE 3.3: a multi-line message comes back on one line, with no data.
-    client, workspace = session
-    path = workspace / "dims_ale.py"
-    path.write_text(DIMS)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "dims_ale.py", DIMS)
     [gated] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "gated"]  # type: ignore[index]
     assert "\n" in gated.message  # the case: a message a client cannot show on one line
     action, after = await fix_and_export(doc, rewritten(gated, data=False), "suggested fix")
@@ -285,12 +277,7 @@ async def test_a_fix_is_found_for_a_client_that_rewrites_the_message_and_drops_d
 
 async def test_a_fix_is_found_by_data_whatever_the_client_did_to_range_and_message(session: Session) -> None:
     # A 3.16 client returns data unchanged; its range may be its own (a whole-line region).
-    client, workspace = session
-    path = workspace / "dims_data.py"
-    path.write_text(DIMS)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "dims_data.py", DIMS)
     [reshaped] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "reshaped"]  # type: ignore[index]
     line = reshaped.range.start.line
     whole_line = types.Range(types.Position(line, 0), types.Position(line + 1, 0))
@@ -302,12 +289,7 @@ async def test_a_fix_is_found_by_data_whatever_the_client_did_to_range_and_messa
 async def test_a_fix_is_found_for_a_client_that_counts_columns_its_own_way(session: Session) -> None:
     # No data, and the columns of `größe = Dim("batch")` counted in another encoding
     # than the negotiated one (a client that takes UTF-16 units for its byte columns).
-    client, workspace = session
-    path = workspace / "dims_bytes.py"
-    path.write_text(DIMS)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "dims_bytes.py", DIMS)
     [gated] = [x for x in found if x.code == "constraint-violation" and x.data["target"] == "gated"]  # type: ignore[index]
     text = doc.text.split("\n")[gated.range.start.line]
     assert text.startswith("größe")
@@ -319,12 +301,7 @@ async def test_a_fix_is_found_for_a_client_that_counts_columns_its_own_way(sessi
 
 
 async def test_an_input_metadata_mutation_fix_uses_the_out_of_place_op(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "metadata.py"
-    path.write_text(METADATA)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "metadata.py", METADATA)
     assert [str(x.code) for x in found] == ["banned-mutation/input-metadata"] * 2
     first, second = sorted(found, key=lambda x: x.range.start.line)
     _, after = await fix_and_export(doc, first, "`y = y.unsqueeze(0)`")
@@ -334,12 +311,7 @@ async def test_an_input_metadata_mutation_fix_uses_the_out_of_place_op(session: 
 
 
 async def test_a_parameter_mutation_fix_runs_it_under_no_grad(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "parameter.py"
-    path.write_text(PARAMETER)
-    doc = Doc(client, path)
-    doc.open()
-    [d] = await client.diagnostics_for(doc.uri, 1)
+    doc, [d] = await opened(session, "parameter.py", PARAMETER)
     assert d.code == "banned-mutation/parameter"
     action, after = await fix_and_export(doc, d, "under `torch.no_grad()`")
     assert not action.is_preferred and "        with torch.no_grad():\n            self.w.add_(1)\n" in doc.text
@@ -367,12 +339,7 @@ example_args = (torch.randn(2, 8, 1, 1),)
 
 
 async def test_a_model_in_training_mode_fix_adds_eval(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "generator.py"
-    path.write_text(TRAINING)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "generator.py", TRAINING)
     [d] = [x for x in found if x.code == "training-mode"]
     assert d.severity == types.DiagnosticSeverity.Warning and d.range.start.line == TRAINING.splitlines().index("model = Generator()")
     action, after = await fix_and_export(doc, d, "eval mode")
@@ -382,12 +349,7 @@ async def test_a_model_in_training_mode_fix_adds_eval(session: Session) -> None:
 
 
 async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "hf.py"
-    path.write_text(HF)
-    doc = Doc(client, path)
-    doc.open()
-    [d] = await client.diagnostics_for(doc.uri, 1)
+    doc, [d] = await opened(session, "hf.py", HF)
     assert d.code == "unsupported-type" and "DynamicCache" in d.message
     action, after = await fix_and_export(doc, d, "`use_cache=False`")
     assert action.is_preferred and "n_positions=16, use_cache=False)" in doc.text
@@ -395,20 +357,18 @@ async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session)
 
 
 async def test_a_pretrained_hugging_face_model_gets_use_cache_false_at_from_pretrained(session: Session) -> None:
-    client, workspace = session
+    _, workspace = session
     from transformers import GPT2Config, GPT2LMHeadModel  # only to save a tiny model to load, as a user's folder
 
     saved = workspace / "tiny-gpt2"
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=32, n_positions=16)).save_pretrained(saved)
-    path = workspace / "hf_pretrained.py"
-    path.write_text(
+    doc, [d] = await opened(
+        session,
+        "hf_pretrained.py",
         "import torch\nfrom transformers import GPT2LMHeadModel\n\nimport exportlens\n\n\n@exportlens.target\ndef gpt2():\n"
         f"    model = GPT2LMHeadModel.from_pretrained({str(saved)!r})\n"
-        "    return model.eval(), (torch.randint(0, 32, (2, 5)),)\n"
+        "    return model.eval(), (torch.randint(0, 32, (2, 5)),)\n",
     )
-    doc = Doc(client, path)
-    doc.open()
-    [d] = await client.diagnostics_for(doc.uri, 1)
     assert d.code == "unsupported-type" and "DynamicCache" in d.message
     _, after = await fix_and_export(doc, d, "`use_cache=False` to `from_pretrained`")
     assert f"from_pretrained({str(saved)!r}, use_cache=False)" in doc.text
@@ -416,29 +376,17 @@ async def test_a_pretrained_hugging_face_model_gets_use_cache_false_at_from_pret
 
 
 async def test_no_action_where_no_fix_would_work_nor_for_a_changed_buffer(session: Session) -> None:
-    client, workspace = session
+    client, _ = session
     # Never assigned in __init__: no initial value to register.
-    path = workspace / "no_init.py"
-    path.write_text(ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", "") + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n")
-    doc = Doc(client, path)
-    doc.open()
-    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    doc, [d] = await opened(session, "no_init.py", ATTRIBUTE.replace("        self.last = torch.zeros(2, 4)\n", "") + "\n\nmodel = Cache()\nexample_args = (torch.randn(2, 4),)\n", "banned-mutation/tensor-attribute")
     assert await actions_for(doc, d) == []
 
     # An update of another shape than the buffer ([3, 4] into [4]): export would fail to copy it in.
-    path = workspace / "other_shape.py"
-    path.write_text(RUNNING_MEAN.replace("x.mean(0) * 0.1", "x * 0.1"))
-    doc = Doc(client, path)
-    doc.open()
-    [d] = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    doc, [d] = await opened(session, "other_shape.py", RUNNING_MEAN.replace("x.mean(0) * 0.1", "x * 0.1"), "banned-mutation/tensor-attribute")
     assert await actions_for(doc, d) == []
 
     # A fixable diagnostic, but the buffer moved on: its edit would be for other text.
-    path = workspace / "stale.py"
-    path.write_text(METADATA)
-    doc = Doc(client, path)
-    doc.open()
-    found = await client.diagnostics_for(doc.uri, 1)
+    doc, found = await opened(session, "stale.py", METADATA)
     assert all([await actions_for(doc, x) for x in found])  # offered while the buffer is the result's text
     refactors = await client.text_document_code_action_async(
         types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.Refactor]))
@@ -497,12 +445,8 @@ TWO_TARGETS = (Path(__file__).parents[1] / "fixtures" / "fixes" / "two_targets.p
 
 
 async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: Session) -> None:
-    client, workspace = session
-    path = workspace / "two_targets.py"
-    path.write_text(TWO_TARGETS)
-    doc = Doc(client, path)
-    doc.open()
-    found = [x for x in await client.diagnostics_for(doc.uri, 1) if x.code == "banned-mutation/tensor-attribute"]
+    client, _ = session
+    doc, found = await opened(session, "two_targets.py", TWO_TARGETS, "banned-mutation/tensor-attribute")
     assert sorted(x.data["target"] for x in found) == ["narrow", "wide"]  # type: ignore[index]
     params = types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.QuickFix]))
     actions = [a for a in await client.text_document_code_action_async(params) or [] if isinstance(a, types.CodeAction)]

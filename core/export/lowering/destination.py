@@ -10,9 +10,13 @@ two functions, and none re-implements "does it run the same". Runs in the job pr
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
+import logging
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -199,3 +203,22 @@ def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, lis
     if ok:
         return record, found
     return record, found + mismatch_diagnostics(f"lowering/{destination.format}-mismatch", destination.runtime, outputs, subject.signature, subject.candidate)
+
+
+@contextlib.contextmanager
+def quiet(*loggers: str) -> Iterator[None]:
+    """The named loggers at ERROR and warnings off, while a destination's library
+    imports, lowers or runs: what they say (an optional package missing, their own
+    deprecations and notes) is not the user's business, and in the job it would land
+    in the model's output."""
+    found = [logging.getLogger(name) for name in loggers]
+    levels = [logger.level for logger in found]
+    for logger in found:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(found, levels, strict=True):
+            logger.setLevel(level)

@@ -27,17 +27,14 @@ Runs in the job process only (torch, executorch).
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import re
-import warnings
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from exportlens.core.export.lowering import nodes, randomness
-from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
+from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
 from exportlens.core.export.lowering.outputs import user_outputs
+from exportlens.core.export.weights import values_real
 from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
@@ -63,8 +60,8 @@ class Executorch:
 
     def lower(self, subject: Subject, versions: str) -> Lowered:
         record = Lowering("executorch", "error", versions=versions)
-        fake = subject.built.weights == "fake"
-        with _quiet():
+        fake = not values_real(subject.built)
+        with quiet(*_NOISY):
             from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
             from executorch.exir import to_edge_transform_and_lower
 
@@ -106,7 +103,7 @@ class Executorch:
         import torch
         from torch.utils import _pytree as pytree
 
-        with _quiet():
+        with quiet(*_NOISY):
             from executorch.runtime import Runtime, Verification
 
             runtime = Runtime.get()
@@ -123,21 +120,6 @@ class Executorch:
         args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (built.args, built.kwargs or {}))
         flat, _ = subject.ep._get_flat_args_with_check(args, kwargs)
         return list(method.execute(flat))
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in _NOISY]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
 
 
 # -- fake weights: partition without compiling ----------------------------------------

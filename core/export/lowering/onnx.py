@@ -19,21 +19,22 @@ onnxscript function). Runs in the job process only (torch, onnx).
 from __future__ import annotations
 
 import contextlib
-import logging
-import warnings
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering import nodes
-from exportlens.core.export.lowering.destination import Lowered, Stop, Subject
+from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
+from exportlens.core.export.weights import values_real
 from exportlens.core.model.lowering import ONNX_INSTALL, ONNX_PACKAGES, Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
 
 # The module global a model file may set: {op: onnxscript function}, as torch.onnx takes it.
 TRANSLATIONS_GLOBAL = "custom_translation_table"
+# torch.onnx logs a warning per optional package it lacks (torchvision) and warns about
+# its own deprecations: none of it is the user's business.
+_NOISY = ("torch.onnx",)
 
 
 class Onnx:
@@ -46,14 +47,14 @@ class Onnx:
 
     def lower(self, subject: Subject, versions: str) -> Lowered:
         record = Lowering("onnx", "error", versions=versions)
-        if subject.built.weights == "fake":
+        if not values_real(subject.built):
             # The weights policy was asked for real ones and said why they cannot be had:
             # an ONNX model holds its weights' values, and its run compares them.
             why = subject.built.weights_note or "the model was built with fake weights"
             message = f"lowering to ONNX was not done: {why}"
             return Lowered(replace(record, status="not-run", skipped=why, errors=(message,)), [_error(message, subject)])
         try:
-            with _quiet():
+            with quiet(*_NOISY):
                 program = _convert(subject.ep, subject.loaded)
         except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
             constants = _constant_outputs(subject) if any("node return" in str(c) for c in nodes.chain(e)) else []
@@ -77,25 +78,10 @@ class Onnx:
 
     def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
         try:
-            with _quiet():
+            with quiet(*_NOISY):
                 return _run_onnxruntime(lowered.program, subject)
         except Exception as e:  # noqa: BLE001
             raise Stop("error", [_error(f"onnxruntime failed to run the converted model on the example inputs: {nodes.text(e)}", subject)]) from e
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """torch.onnx logs a warning per optional package it lacks (torchvision) and warns
-    about its own deprecations: none of it is the user's business."""
-    logger = logging.getLogger("torch.onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.setLevel(level)
 
 
 def _convert(ep: Any, loaded: Loaded) -> Any:

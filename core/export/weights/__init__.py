@@ -1,6 +1,10 @@
 """How a job makes a model's weights -- fake or real -- and why a run fell back.
 
-The one owner of that choice: the job asks it, nothing else branches on "fake".
+The one owner of that choice: the job asks it, nothing else branches on "fake". The
+steps after the build (the program run, the lowering destinations, the failure
+explanations), the worker's retries and its failure messages ask it named questions
+instead (:func:`values_real`, :func:`fake_explains`, :func:`retry_after_crash`,
+:func:`with_real_weights`, :func:`real_weights_note`).
 
 ``weights = "auto"`` (the default): user code runs (the file, a target's build) inside
 :meth:`Policy.constructing`, where the large tensors a module's construction makes and
@@ -34,6 +38,7 @@ import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from exportlens.core.model.results import Diagnostic, Fallback
@@ -182,6 +187,57 @@ class Policy:
         if self.why_real:
             return "real", f"built with real weights: {self.why_real}"
         return built.weights, built.weights_note
+
+
+# -- questions the steps after the build ask --------------------------------------------
+
+
+def values_real(built: Built) -> bool:
+    """Do the weights hold their values, so that a step that reads them (a run of the
+    program, an ONNX model, a ``.pte``, draft_export) may run? False where large
+    weights were built without values (``Policy.inspect``)."""
+    return built.weights != "fake"
+
+
+def fake_explains(built: Built, error: BaseException) -> bool:
+    """Is ``error``, from running the built model after its export, what a fake
+    tensor's missing values cause (and so no finding about the model)?"""
+    if values_real(built):
+        return False
+    from exportlens.core.export.weights.fake import fake_caused
+
+    return fake_caused(error)
+
+
+# -- questions the worker asks, around the job ----------------------------------------
+
+# Why a job that crashed is run again with real weights (``retry_after_crash``).
+CRASHED_FAKE = "the export process crashed while the model held fake tensors (a library may have wanted their data)"
+
+
+def retry_after_crash(request: ExportRequest) -> bool:
+    """Run a request whose job process crashed again with real weights? Where its
+    weights may have been fake: a library handed a fake tensor may crash where it would
+    run on a real one (the reason: :data:`CRASHED_FAKE`)."""
+    return request.weights == "auto"
+
+
+def with_real_weights(request: ExportRequest, reason: str) -> ExportRequest:
+    """``request`` to run again with real weights, ``reason`` saying why."""
+    return _replace(request, weights="real", why_real=reason)
+
+
+def real_weights_note(request: ExportRequest) -> str | None:
+    """For a job that ran out of memory: why its weights were real (where they were),
+    the sentence that ends its message; None where they may have been fake."""
+    if request.why_real:
+        return f"exportlens built the model with real weights because {request.why_real}"
+    if request.weights == "real":
+        return (
+            'the model was built with real weights (weights = "real"): with weights = "auto" '
+            "(--weights auto) exportlens builds its large tensors without values, which the export never reads"
+        )
+    return None
 
 
 def annotate(diagnostic: Diagnostic, note: str | None) -> Diagnostic:

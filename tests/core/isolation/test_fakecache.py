@@ -18,9 +18,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from exportlens.core import trace
 from exportlens.core.isolation import fakecache
-from exportlens.core.isolation.jobprocess import warm_up
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
+from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.forks import in_child
 

@@ -20,8 +20,8 @@ from exportlens.core.isolation import fakecache, hotpages, jobprocess
 from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
-from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.forks import in_child
+from tests.core.isolation.models import add_model, request_for
 
 FORK = StartMethod("fork", "hot pages are what forks of the worker copy")  # whatever the session's start method
 
@@ -90,18 +90,7 @@ def test_a_list_that_is_not_a_recording_is_refused(data: bytes) -> None:
     assert hotpages.from_bytes(data, hotpages.writable_mappings()) == []
 
 
-MODEL = '''
-import torch
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+MODEL = add_model()
 
 
 def _warm_standbys(path: Path) -> list[str]:
@@ -127,7 +116,7 @@ def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.Mo
         for i in range(2):
             # Each request once its standby is warm (the first records the pages).
             _until_warm(log, i + 1)
-            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            (result,) = pool.run([request_for(model, i)])
             assert [t.status for t in result.targets] == ["ok"]
     warmed = _warm_standbys(log)
     assert warmed[0] == "standby: warm, by a tiny export"
@@ -180,7 +169,7 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
         for i, scale in enumerate(("2.0", "2.0", "3.0", "3.0")):
             takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
             model.write_text(SLICES.replace("SCALE", scale) + f"\n_save = {i}\n")
-            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            (result,) = pool.run([request_for(model, i)])
             assert [t.status for t in result.targets] == ["ok"]
     steps = [what for _, _, what in trace.read(str(log))]
 
@@ -275,7 +264,7 @@ def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, 
         pool.wait_ready()
         for i, model in enumerate(files):
             takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
-            (result,) = pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(600))])
+            (result,) = pool.run([request_for(model, i)])
             assert [t.status for t in result.targets] == ["ok"]
     lines = trace.read(str(log))
 

@@ -12,10 +12,10 @@ import pytest
 
 from exportlens.core import trace
 from exportlens.core.isolation.pool import WorkerPool
-from exportlens.core.model.request import ExportRequest, Limits
+from tests.core.isolation.models import add_model, request_for
 
-QUIET = '''
-import io
+QUIET = add_model(
+    '''import io
 import os
 import sys
 import time
@@ -35,34 +35,16 @@ class SlowToFlush(io.TextIOWrapper):
 sys.stdout = SlowToFlush(os.fdopen(os.dup(1), "wb"))
 # Buffered, never flushed by the model.
 print("a line the model printed", end="")
-sys.stderr.write("and one on stderr")
+sys.stderr.write("and one on stderr")'''
+)
 
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
-
-SPAWNS = '''
-import subprocess
+SPAWNS = add_model(
+    '''import subprocess
 import torch
 
 # Left running in a new session: the worker must kill it before the result goes out.
-subprocess.Popen(["sleep", "1000"], start_new_session=True)
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+subprocess.Popen(["sleep", "1000"], start_new_session=True)'''
+)
 
 
 def _steps(path: Path, request_id: int) -> list[str]:
@@ -79,8 +61,8 @@ def test_the_result_goes_out_before_the_job_is_reaped(tmp_path: Path, monkeypatc
     spawns.write_text(SPAWNS)
     with WorkerPool(1) as pool:
         pool.wait_ready()
-        (first,) = pool.run([ExportRequest(id=1, path=str(quiet), root=str(tmp_path), limits=Limits(600))])
-        (second,) = pool.run([ExportRequest(id=2, path=str(spawns), root=str(tmp_path), limits=Limits(600))])
+        (first,) = pool.run([request_for(quiet, 1)])
+        (second,) = pool.run([request_for(spawns, 2)])
     assert [t.status for t in first.targets] == ["ok"]
     # The output the model never flushed is in the pipe before the result.
     assert "a line the model printed" in first.output_tail and "and one on stderr" in first.output_tail

@@ -13,7 +13,8 @@ import pytest
 from exportlens.core.isolation.jobprocess import BAD_FORK_STAND_IN
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
-from exportlens.core.model.request import ExportRequest, Limits
+from exportlens.core.model.request import Limits
+from tests.core.isolation.models import add_model, request_for
 from tests.core.isolation.test_preload import Site, export, project, wait_for, width_of
 from tests.core.isolation.test_standby import _idle_standby
 
@@ -22,25 +23,16 @@ FORK = StartMethod("fork", "test")
 ROOMY = Limits(timeout_s=600, memory_mb=8192)
 
 # Says which process runs it and what an earlier job left in torch's module.
-WHO = '''
-import os
+WHO = add_model(
+    '''import os
 import torch
 
 print("cmdline:", open("/proc/self/cmdline", "rb").read().replace(b"\\0", b" ").decode())
 print("left by an earlier job:", getattr(torch, "_exportlens_left", None))
 with open(os.environ["PID_FILE"], "a") as f:
     f.write(f"{os.getpid()}\\n")
-torch._exportlens_left = "{name}"
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+torch._exportlens_left = "{name}"'''
+)
 
 ON_CUDA = """import torch
 
@@ -73,7 +65,7 @@ def test_spawned_jobs_are_fresh_interpreters_started_ahead(tmp_path: Path, monke
         standby = _idle_standby(zygote)  # started ahead, warm, waiting for a request
         results = []
         for i, path in enumerate(files):
-            (result,) = pool.run([ExportRequest(id=i, path=str(path), root=str(tmp_path), limits=ROOMY)])
+            (result,) = pool.run([request_for(path, i, ROOMY)])
             results.append(result)
     for result in results:
         assert [t.status for t in result.targets] == ["ok"], result.diagnostics
@@ -92,7 +84,7 @@ def test_a_spawned_job_that_hangs_is_stopped_at_its_limit(tmp_path: Path) -> Non
     with WorkerPool(1, start_method=SPAWN) as pool:
         limits = Limits(timeout_s=8, memory_mb=8192)
         started = time.monotonic()
-        results = {r.path: r for r in pool.run([ExportRequest(id=i, path=str(p), root=str(tmp_path), limits=limits) for i, p in enumerate((ok, hangs))])}
+        results = {r.path: r for r in pool.run([request_for(p, i, limits) for i, p in enumerate((ok, hangs))])}
     assert [t.status for t in results[str(ok)].targets] == ["ok"], results[str(ok)].diagnostics
     assert [d.code for d in results[str(hangs)].diagnostics] == ["timeout"]
     assert results[str(hangs)].diagnostics[0].line == 4  # the stack dumped before the kill
@@ -111,7 +103,7 @@ def test_a_fork_torch_refuses_cuda_is_run_again_spawned_and_remembered(tmp_path:
     plain.write_text(WHO.replace("{name}", "plain").replace('os.environ["PID_FILE"]', "os.devnull"))
     log = tmp_path / "worker.log"
     with WorkerPool(1, start_method=FORK, log_path=log) as pool:
-        results = [list(pool.run([ExportRequest(id=i, path=str(p), root=str(tmp_path), limits=ROOMY)])) for i, p in enumerate((model, model, plain))]
+        results = [list(pool.run([request_for(p, i, ROOMY)])) for i, p in enumerate((model, model, plain))]
     cuda_first, cuda_again, (other,) = results[0], results[1], results[2]
     for (result,) in (cuda_first, cuda_again):
         (diagnostic,) = result.diagnostics

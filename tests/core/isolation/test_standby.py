@@ -9,24 +9,16 @@ from pathlib import Path
 import pytest
 
 from exportlens.core.isolation.pool import WorkerPool
-from exportlens.core.model.request import ExportRequest, Limits
+from exportlens.core.model.request import Limits
+from tests.core.isolation.models import add_model, request_for
 
-MODEL = '''
-import os
+MODEL = add_model(
+    '''import os
 import torch
 
 with open(os.environ["PID_FILE"], "a") as f:
-    f.write(f"{os.getpid()}\\n")
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+    f.write(f"{os.getpid()}\\n")'''
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -66,7 +58,7 @@ def test_the_request_runs_in_the_warm_standby(tmp_path: Path, monkeypatch: pytes
         for i in range(2):
             standby = _idle_standby(zygote)
             assert standby not in used  # each request gets a fresh standby
-            (result,) = list(pool.run([ExportRequest(id=i, path=str(model), root=str(tmp_path), limits=Limits(60))]))
+            (result,) = list(pool.run([request_for(model, i, Limits(60))]))
             assert [t.status for t in result.targets] == ["ok"]
             ran_in = int(pid_file.read_text().split()[-1])
             assert ran_in == standby  # the process that was already waiting, not a new fork

@@ -16,19 +16,9 @@ import pytest
 from exportlens.core.isolation.pool import PoolEvent, WorkerError, WorkerPool
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
+from tests.core.isolation.models import add_model, request_for
 
-MODEL = '''
-import torch
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+MODEL = add_model()
 
 
 @pytest.fixture
@@ -48,7 +38,7 @@ def model(tmp_path: Path) -> Path:
 
 
 def request(model: Path, id: int = 1) -> ExportRequest:
-    return ExportRequest(id=id, path=str(model), root=str(model.parent), limits=Limits(timeout_s=600, memory_mb=8192))
+    return request_for(model, id, Limits(timeout_s=600, memory_mb=8192))
 
 
 def test_an_interpreter_that_cannot_run_is_reported_once(not_executable: Path, model: Path, monkeypatch: pytest.MonkeyPatch) -> None:

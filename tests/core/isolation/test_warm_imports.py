@@ -13,10 +13,10 @@ from tests.server.lsp_client import EXAMPLES
 
 PROBE = """
 import json, os, sys
-from exportlens.core.isolation.jobprocess import warm_up
+from exportlens.core.isolation.warmup import warm_up
 warm_up()
 from exportlens.core.export.job import run_job
-from exportlens.core.isolation.messages import ExportRequest
+from exportlens.core.model.request import ExportRequest
 path = sys.argv[1]
 before = set(sys.modules)
 result = run_job(ExportRequest(id=1, path=path, source=open(path).read(), root=os.path.dirname(path)), lambda m: None)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from exportlens.core.isolation.pool import WorkerPool
-from exportlens.core.model.request import ExportRequest, Limits
+from tests.core.isolation.models import add_model, request_for
 
-MODEL = '''
-import gc
+MODEL = add_model(
+    '''import gc
 
 import torch
 
@@ -18,17 +18,8 @@ import torch
 if not gc.isenabled():
     raise RuntimeError("the garbage collector is off in the job")
 if gc.get_freeze_count() < 100_000:
-    raise RuntimeError(f"only {gc.get_freeze_count()} objects frozen")
-
-
-class Add(torch.nn.Module):
-    def forward(self, x):
-        return x + 1
-
-
-model = Add()
-example_args = (torch.randn(2),)
-'''
+    raise RuntimeError(f"only {gc.get_freeze_count()} objects frozen")'''
+)
 
 
 def test_a_job_runs_with_the_collector_on_and_the_heap_frozen(tmp_path: Path) -> None:
@@ -36,6 +27,6 @@ def test_a_job_runs_with_the_collector_on_and_the_heap_frozen(tmp_path: Path) ->
     model.write_text(MODEL)
     with WorkerPool(1) as pool:
         pool.wait_ready()
-        (result,) = list(pool.run([ExportRequest(id=1, path=str(model), root=str(tmp_path), limits=Limits(600))]))
+        (result,) = list(pool.run([request_for(model, 1)]))
     assert [d.message for d in result.diagnostics] == []
     assert [t.status for t in result.targets] == ["ok"]

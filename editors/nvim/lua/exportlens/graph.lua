@@ -15,13 +15,46 @@ function M.buffer_name(source, target)
   return name
 end
 
-local function find_buffer(name)
+--- The buffer named `name` (a graph buffer or the graph view), or nil.
+---@param name string
+---@return integer?
+function M.find_buffer(name)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_name(b) == name then
       return b
     end
   end
   return nil
+end
+
+--- A new scratch buffer named `name` (a graph buffer or the graph view) of
+--- `filetype`: no file, no swap file, wiped once hidden.
+---@param name string
+---@param filetype string
+---@return integer
+function M.new_buffer(name, filetype)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  local bo = vim.bo[buf]
+  bo.buftype = 'nofile'
+  bo.bufhidden = 'wipe'
+  bo.swapfile = false
+  bo.filetype = filetype
+  return buf
+end
+
+--- Replace the lines of the read-only buffer `buf` (a graph buffer or the graph
+--- view), which stays read-only and unmodified.
+---@param buf integer
+---@param lines string[]
+function M.set_lines(buf, lines)
+  local bo = vim.bo[buf]
+  bo.readonly = false
+  bo.modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  bo.modifiable = false
+  bo.readonly = true
+  bo.modified = false
 end
 
 --- Show `text` in the graph buffer for `source`/`target`, in a split below; the
@@ -32,24 +65,12 @@ end
 ---@return integer
 function M.open(source, target, text)
   local name = M.buffer_name(source, target)
-  local buf = find_buffer(name)
+  local buf = M.find_buffer(name)
   if buf == nil then
-    buf = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_name(buf, name)
-    local bo = vim.bo[buf]
-    bo.buftype = 'nofile'
-    bo.bufhidden = 'wipe'
-    bo.swapfile = false
     -- torch prints the graph as Python-like code: highlight it as such.
-    bo.filetype = 'python'
+    buf = M.new_buffer(name, 'python')
   end
-  local bo = vim.bo[buf]
-  bo.readonly = false
-  bo.modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, '\n', { plain = true, trimempty = false }))
-  bo.modifiable = false
-  bo.readonly = true
-  bo.modified = false
+  M.set_lines(buf, vim.split(text, '\n', { plain = true, trimempty = false }))
   local win = vim.fn.bufwinid(buf)
   if win == -1 then
     vim.api.nvim_open_win(buf, true, { split = 'below', win = -1 })

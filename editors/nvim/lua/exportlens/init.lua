@@ -144,12 +144,16 @@ end
 ---@param arguments any[] the command's arguments
 ---@param what string? the target name, or `:LINE` (1-based) for a line's nodes
 ---@param on_open fun(buf: integer)?
-function M.graph_view(client, bufnr, arguments, what, on_open)
+---@param accept (fun(result: table): boolean)? false: the result is not shown (it says why)
+function M.graph_view(client, bufnr, arguments, what, on_open, accept)
   local source_win = vim.api.nvim_get_current_win()
   local source = vim.api.nvim_buf_get_name(bufnr)
   M.request(client, 'exportlens.graph', arguments, bufnr, function(result)
     if type(result) ~= 'table' or type(result.text) ~= 'string' then
       notify('the server returned no graph', levels.ERROR)
+      return
+    end
+    if accept and not accept(result) then
       return
     end
     local view = require('exportlens.view')
@@ -251,19 +255,12 @@ function M.nodes(bufnr, line)
   if client == nil then
     return M.exec('exportlens.graph', arguments, bufnr, function() end)
   end
-  local source_win = vim.api.nvim_get_current_win()
-  local source = vim.api.nvim_buf_get_name(bufnr)
-  M.request(client, 'exportlens.graph', arguments, bufnr, function(result)
-    if type(result) ~= 'table' or type(result.text) ~= 'string' then
-      notify('the server returned no graph', levels.ERROR)
-      return
-    end
+  M.graph_view(client, bufnr, arguments, ':' .. (line + 1), nil, function(result)
     if type(result.links) ~= 'table' or #result.links == 0 then
       notify(('line %d produced no nodes in the exported graph'):format(line + 1))
-      return
+      return false
     end
-    local view = require('exportlens.view')
-    view.open(view.buffer_name(source, ':' .. (line + 1)), result, source_win, client.offset_encoding or 'utf-16')
+    return true
   end)
 end
 

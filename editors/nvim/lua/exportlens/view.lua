@@ -5,6 +5,8 @@
 --- nodes one line produced) both land here; `:ExportlensShowGraph` keeps torch's own
 --- printed graph (lua/exportlens/graph.lua), which has no way back to the code.
 
+local graph = require('exportlens.graph')
+
 local M = {}
 
 M.FILETYPE = 'exportlens-graph'
@@ -20,15 +22,6 @@ local ns = vim.api.nvim_create_namespace('exportlens.graph.links')
 
 ---@type table<integer, exportlens.ViewState>
 local views = {}
-
-local function find_buffer(name)
-  for _, b in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_name(b) == name then
-      return b
-    end
-  end
-  return nil
-end
 
 --- Byte column of UTF-16 column `col` in `line` (links count in UTF-16, as LSP does).
 ---@param line string
@@ -121,15 +114,9 @@ end
 ---@param encoding string the client's position encoding
 ---@return integer
 function M.open(name, result, source_win, encoding)
-  local buf = find_buffer(name)
+  local buf = graph.find_buffer(name)
   if buf == nil then
-    buf = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_name(buf, name)
-    local bo = vim.bo[buf]
-    bo.buftype = 'nofile'
-    bo.bufhidden = 'wipe'
-    bo.swapfile = false
-    bo.filetype = M.FILETYPE
+    buf = graph.new_buffer(name, M.FILETYPE)
     local function map(lhs, desc)
       vim.keymap.set('n', lhs, M.jump, { buffer = buf, nowait = true, desc = desc })
     end
@@ -148,13 +135,7 @@ function M.open(name, result, source_win, encoding)
   if result.title and result.title ~= '' then
     vim.b[buf].exportlens_title = result.title
   end
-  local bo = vim.bo[buf]
-  bo.readonly = false
-  bo.modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  bo.modifiable = false
-  bo.readonly = true
-  bo.modified = false
+  graph.set_lines(buf, lines)
 
   -- Links: keyed by row, with byte columns for the cursor test and the underline.
   local by_row = {}

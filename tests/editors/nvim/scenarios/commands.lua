@@ -5,33 +5,6 @@
 
 local lsp = require('exportlens_test.lsp')
 
---- The first notification after index `from` whose message matches `pattern`.
-local function notification(T, from, pattern)
-  for i = from + 1, #T.events.notifications do
-    local n = T.events.notifications[i]
-    if n.message:find(pattern) then
-      return n
-    end
-  end
-  return nil
-end
-
-local function publishes_for(T, buf)
-  local uri = vim.uri_from_bufnr(buf)
-  return #vim.tbl_filter(function(p)
-    return p.uri == uri
-  end, T.events.publishes)
-end
-
-local function buffer_named(name)
-  for _, b in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_get_name(b) == name then
-      return b
-    end
-  end
-  return nil
-end
-
 return function(T)
   local graph = require('exportlens.graph')
 
@@ -40,7 +13,7 @@ return function(T)
   for _, command in ipairs({ 'ExportlensReexport', 'ExportlensGraph', 'ExportlensGraphPage', 'ExportlensNodes', 'ExportlensShowGraph', 'ExportlensClearCache' }) do
     local from = #T.events.notifications
     local ok, err = pcall(vim.cmd, command)
-    local said = notification(T, from, 'no exportlens language server is attached')
+    local said = lsp.notification(T, from, 'no exportlens language server is attached')
     T.check((':%s without a client says so'):format(command), ok and said ~= nil and said.level == vim.log.levels.WARN, {
       error = err,
       notifications = T.events.notifications,
@@ -60,7 +33,7 @@ return function(T)
   vim.cmd('ExportlensShowGraph')
   local name = graph.buffer_name(vim.api.nvim_buf_get_name(buf), nil)
   local graph_buf = T.wait(lsp.REQUEST_MS, function()
-    return buffer_named(name)
+    return lsp.buffer_named(name)
   end)
   T.need(':ExportlensShowGraph opens ' .. name, graph_buf ~= nil, vim.tbl_map(vim.api.nvim_buf_get_name, vim.api.nvim_list_bufs()))
   local lines = vim.api.nvim_buf_get_lines(graph_buf, 0, -1, false)
@@ -83,7 +56,7 @@ return function(T)
   vim.cmd('ExportlensShowGraph Counter')
   local named = graph.buffer_name(vim.api.nvim_buf_get_name(buf), 'Counter')
   local target_buf = T.wait(lsp.REQUEST_MS, function()
-    return buffer_named(named)
+    return lsp.buffer_named(named)
   end)
   T.check(':ExportlensShowGraph Counter shows that target', target_buf ~= nil
     and table.concat(vim.api.nvim_buf_get_lines(target_buf, 0, -1, false), '\n') == text, named)
@@ -92,7 +65,7 @@ return function(T)
   local from = #T.events.notifications
   vim.cmd('ExportlensShowGraph Nope')
   local unknown = T.wait(lsp.REQUEST_MS, function()
-    return notification(T, from, "no target 'Nope'")
+    return lsp.notification(T, from, "no target 'Nope'")
   end)
   T.check(':ExportlensShowGraph Nope reports the unknown target as an error', unknown ~= nil and unknown.level == vim.log.levels.ERROR, T.events.notifications)
 
@@ -105,7 +78,7 @@ return function(T)
   from = #T.events.notifications
   vim.cmd('ExportlensClearCache')
   local cleared = T.wait(lsp.REQUEST_MS, function()
-    return notification(T, from, 'removed %d+ cached result')
+    return lsp.notification(T, from, 'removed %d+ cached result')
   end)
   local count = cleared and tonumber(cleared.message:match('removed (%d+) cached result'))
   T.check(':ExportlensClearCache reports the number of results removed', count == held, { held = held, said = cleared })
@@ -113,20 +86,20 @@ return function(T)
   from = #T.events.notifications
   vim.cmd('ExportlensClearCache')
   local again = T.wait(lsp.REQUEST_MS, function()
-    return notification(T, from, 'removed %d+ cached result')
+    return lsp.notification(T, from, 'removed %d+ cached result')
   end)
   T.check('a second :ExportlensClearCache removes 0', again ~= nil and again.message:find('removed 0 cached results', 1, true) ~= nil, again)
 
   -- :ExportlensReexport exports again (not from the cache) and publishes again.
-  local published = publishes_for(T, buf)
+  local published = lsp.publishes_for(T, buf)
   from = #T.events.notifications
   vim.cmd('ExportlensReexport')
   local done = T.wait(lsp.EXPORT_MS, function()
-    return notification(T, from, 'exported again')
+    return lsp.notification(T, from, 'exported again')
   end)
   T.check(':ExportlensReexport reports the new state', done ~= nil and done.message:find('ok, 0 errors (Counter ok)', 1, true) ~= nil, done)
-  T.check(':ExportlensReexport re-publishes the diagnostics', publishes_for(T, buf) > published
-    and vim.deep_equal(lsp.diagnostics(buf), exported), { before = published, after = publishes_for(T, buf), now = lsp.diagnostics(buf), was = exported })
+  T.check(':ExportlensReexport re-publishes the diagnostics', lsp.publishes_for(T, buf) > published
+    and vim.deep_equal(lsp.diagnostics(buf), exported), { before = published, after = lsp.publishes_for(T, buf), now = lsp.diagnostics(buf), was = exported })
   T.check('the re-export was stored in the emptied cache again', T.wait(lsp.REQUEST_MS, function()
     return lsp.cache_entries(T) > 0
   end), lsp.cache_entries(T))

@@ -9,23 +9,6 @@
 
 local lsp = require('exportlens_test.lsp')
 
-local function notification(T, from, pattern)
-  for i = from + 1, #T.events.notifications do
-    local n = T.events.notifications[i]
-    if n.message:find(pattern) then
-      return n
-    end
-  end
-  return nil
-end
-
-local function publishes_for(T, buf)
-  local uri = vim.uri_from_bufnr(buf)
-  return #vim.tbl_filter(function(p)
-    return p.uri == uri
-  end, T.events.publishes)
-end
-
 --- Run the code lens titled like `pattern` on the cursor's line, choosing it in
 --- vim.ui.select as a user would; the titles offered.
 local function run_lens(pattern)
@@ -189,16 +172,16 @@ return function(T)
   end), lsp.drawn_lenses(layers, client))
 
   -- The status lens exports again and says so.
-  local from, published = #T.events.notifications, publishes_for(T, layers)
+  local from, published = #T.events.notifications, lsp.publishes_for(T, layers)
   vim.api.nvim_win_set_cursor(0, { class_line + 1, 0 })
   run_lens('^✓')
   local done = T.wait(lsp.EXPORT_MS, function()
-    return notification(T, from, 'exported again')
+    return lsp.notification(T, from, 'exported again')
   end)
   T.check('running the status lens exports again and reports it', done ~= nil and done.message:find('exported again: ok', 1, true) ~= nil, T.events.notifications)
   T.check('…and the diagnostics are published again', T.wait(lsp.REQUEST_MS, function()
-    return publishes_for(T, layers) > published
-  end), { before = published, after = publishes_for(T, layers) })
+    return lsp.publishes_for(T, layers) > published
+  end), { before = published, after = lsp.publishes_for(T, layers) })
 
   -- :ExportlensNodes: what the cursor's line became.
   vim.api.nvim_win_set_cursor(0, { proj_line + 1, 4 })
@@ -220,7 +203,7 @@ return function(T)
   vim.api.nvim_win_set_cursor(0, { lsp.line_of(layers, 'import torch') + 1, 0 })
   vim.cmd('ExportlensNodes')
   local none = T.wait(lsp.REQUEST_MS, function()
-    return notification(T, from, 'produced no nodes')
+    return lsp.notification(T, from, 'produced no nodes')
   end)
   T.check(':ExportlensNodes on `import torch` says the line produced no nodes', none ~= nil
     and lsp.buffer_named(view.buffer_name(vim.api.nvim_buf_get_name(layers), ':' .. (lsp.line_of(layers, 'import torch') + 1))) == nil, T.events.notifications)
@@ -229,7 +212,7 @@ return function(T)
   from = #T.events.notifications
   vim.cmd('ExportlensGraph Nope')
   local unknown = T.wait(lsp.REQUEST_MS, function()
-    return notification(T, from, 'exportlens.graph failed')
+    return lsp.notification(T, from, 'exportlens.graph failed')
   end)
   T.check(':ExportlensGraph Nope reports the unknown target as an error', unknown ~= nil and unknown.level == vim.log.levels.ERROR
     and unknown.message:find('Nope', 1, true) ~= nil, T.events.notifications)

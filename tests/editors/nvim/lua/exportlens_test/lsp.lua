@@ -239,6 +239,32 @@ function M.buffer_named(name)
   return nil
 end
 
+--- The first notification after index `from` whose message matches `pattern`.
+---@param T table
+---@param from integer
+---@param pattern string
+---@return table?
+function M.notification(T, from, pattern)
+  for i = from + 1, #T.events.notifications do
+    local n = T.events.notifications[i]
+    if n.message:find(pattern) then
+      return n
+    end
+  end
+  return nil
+end
+
+--- How many diagnostics publishes the server has sent for `buf`.
+---@param T table
+---@param buf integer
+---@return integer
+function M.publishes_for(T, buf)
+  local uri = vim.uri_from_bufnr(buf)
+  return #vim.tbl_filter(function(p)
+    return p.uri == uri
+  end, T.events.publishes)
+end
+
 --- The number of result entries in the cache folder.
 ---@param T table
 ---@return integer
