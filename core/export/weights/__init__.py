@@ -4,7 +4,9 @@ The one owner of that choice: the job asks it, nothing else branches on "fake". 
 steps after the build (the program run, the lowering destinations, the failure
 explanations), the worker's retries and its failure messages ask it named questions
 instead (:func:`values_real`, :func:`fake_explains`, :func:`retry_after_crash`,
-:func:`with_real_weights`, :func:`real_weights_note`).
+:func:`with_real_weights`, :func:`real_weights_note`). What shows a result (the hover,
+the text report) reads the ``weights`` field the result records, only to say which
+weights it was made with.
 
 ``weights = "auto"`` (the default): user code runs (the file, a target's build) inside
 :meth:`Policy.constructing`, where the large tensors a module's construction makes and
