@@ -260,7 +260,7 @@ def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, 
     second.write_text(MODEL.replace("x + 1", "x * 2"))
     files = [first] * 5 + [second]
     takers = []
-    with WorkerPool(1) as pool:
+    with WorkerPool(1, start_method=FORK) as pool:
         pool.wait_ready()
         for i, model in enumerate(files):
             takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))

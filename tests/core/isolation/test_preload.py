@@ -180,7 +180,7 @@ def test_a_batch_imports_a_library_once_before_its_next_jobs(site: Site, cache: 
     site.library("slowlib")
     models = [project(tmp_path / name, ["slowlib"], width="slowlib.WIDTH") for name in "abc"]
     requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
         pool.wait_ready()
         (worker,) = pool.worker_pids()
         results = list(pool.run(requests))
@@ -203,7 +203,7 @@ def test_a_model_file_inside_an_installed_package_keeps_the_preloaded_library(si
     (package / "__init__.py").write_text("")
     model = package / "model.py"
     model.write_text(MODEL.format(imports="import slowlib", width="slowlib.WIDTH"))
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
         pool.wait_ready()
         (worker,) = pool.worker_pids()
         assert width_of(export(pool, model, 1)) == 3
@@ -298,7 +298,7 @@ def test_a_request_outlives_every_worker_that_retires_before_starting_it(site: S
     site.library("threadlib_b", thread)
     models = [project(tmp_path / name, ["threadlib_a", "threadlib_b"], width="threadlib_a.WIDTH") for name in "xy"]
     requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
-    with WorkerPool(1, preload_dir=cache) as pool:
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
 
         def learned(record: preload_record.Record) -> None:  # what an earlier session's jobs imported
             for name in ("threadlib_a", "threadlib_b"):
