@@ -113,6 +113,19 @@ class Lowering:
         facts = [f".pte {size_text(self.pte_bytes)}" if self.pte_bytes is not None else "", f"planned memory {size_text(self.planned_memory_bytes)}" if self.planned_memory_bytes is not None else ""]
         return ", ".join(f for f in facts if f) or None
 
+    def _errors_text(self, *, relative: bool) -> str:
+        """``max error 6e-08``, and how many outputs only their shape could be compared of
+        (they depend on random numbers: each output's note names the line); never
+        ``n/a`` where nothing was compared by value."""
+        random = sum(1 for o in self.outputs if o.compared == "shape")
+        by_shape = f"compared by shape and dtype only: {'it depends' if random == 1 else 'they depend'} on random numbers"
+        if self.max_abs is None and random:
+            return f"{'the output' if random == len(self.outputs) == 1 else f'{random} of {len(self.outputs)} outputs'} {by_shape}"
+        text = f"max error {_number(self.max_abs)}" + (f", max relative {_number(self.max_rel)}" if relative else "")
+        if random:
+            text += f"; {random} of {len(self.outputs)} outputs {by_shape}"
+        return text
+
     def describe(self) -> str:
         """One line for people: ``lowers to ONNX (opset 20, 3 nodes, 720 ms), outputs match (max error 6e-08)``."""
         name = self.title
@@ -120,9 +133,9 @@ class Lowering:
         facts += [self.coverage() or "", self.sizes() or "", f"{self.lower_ms:.0f} ms"]
         detail = f" ({', '.join(f for f in facts if f)})"
         if self.status == "ok":
-            return f"lowers to {name}{detail}, outputs match (max error {_number(self.max_abs)})"
+            return f"lowers to {name}{detail}, outputs match ({self._errors_text(relative=False)})"
         if self.status == "mismatch":
-            return f"lowers to {name}{detail}, outputs DIFFER (max error {_number(self.max_abs)}, max relative {_number(self.max_rel)})"
+            return f"lowers to {name}{detail}, outputs DIFFER ({self._errors_text(relative=True)})"
         if self.status == "unsupported":
             return f"does not lower to {name}: an op has no translation"
         if self.status == "missing-kernel":
