@@ -67,6 +67,9 @@ class ExportLensServer(LanguageServer):
         # uploads may take many seconds) on a thread of its own: lookups, overlays and
         # hover indexes on ``io`` never wait behind an upload.
         self.stores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-store")
+        # A save's cache lookup on a thread of its own: a save right after a result
+        # never queues behind that result's hover index, re-check or overlays on ``io``.
+        self.lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-lookup")
         self.watcher: Watcher | None = None
         self.trust = TrustGate(warn=self.log_once)  # no code of a folder runs until it is trusted
         self._pipeline: Pipeline | None = None

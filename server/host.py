@@ -54,6 +54,7 @@ class Host(Protocol):
     bridge: ExportBridge
     io: ThreadPoolExecutor  # cache reads and index builds, off the event loop
     stores: ThreadPoolExecutor  # storing results (and uploading them), off the event loop and ``io``
+    lookups: ThreadPoolExecutor  # a save's cache lookup, never behind ``io``'s index builds
     fresh: set[str]  # documents whose next export skips the cache
     progress_for: dict[int, JobProgress]  # request id -> its $/progress
     client: ClientProfile  # what the client takes, read once at initialize

@@ -32,10 +32,11 @@ def summary(result: FileResult) -> str:
 
 
 async def lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> tuple[FileResult | None, bool]:
-    """The pipeline's lookup on the io thread: hashing the file and reading the cache
+    """The pipeline's lookup on its own thread: hashing the file and reading the cache
     (the shared one's reads are bounded, ``exportlens.core.cache.remote``) must not
-    hold up the event loop. Whether the shared cache served it, too."""
-    return await asyncio.get_running_loop().run_in_executor(server.io, pipeline.find, request)
+    hold up the event loop, nor wait behind the previous result's hover index on
+    ``io``. Whether the shared cache served it, too."""
+    return await asyncio.get_running_loop().run_in_executor(server.lookups, pipeline.find, request)
 
 
 async def run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:
