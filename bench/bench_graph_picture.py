@@ -12,11 +12,15 @@
 - expanding: a node inside a folded layer (the first ``aten.pow``, in ``Block_0``'s
   norm) selected as a user does, from the search with Alt+click, which makes Model
   Explorer expand the layers that hold it: seconds to the selection, and until the
-  page draws again (a screenshot waits for the page's next frame).
+  page draws again (a screenshot waits for the page's next frame). The page folds a
+  layer of more than ``SECTION_SIZE`` children into Model Explorer's artificial
+  layers (``exportlens.core.picture.page``); ``--sections 1000`` (Model Explorer's
+  default) measures the expansion without them, as before (over 120 s at 80 layers).
 
-Targets (issue 31): graph JSON <= 300 ms; first picture <= 3 s.
+Targets (issue 31): graph JSON <= 300 ms; first picture <= 3 s; the expanded layer
+drawn within a few seconds.
 
-    .venv/bin/python bench/bench_graph_picture.py [--layers N]
+    .venv/bin/python bench/bench_graph_picture.py [--layers N] [--sections N]
 """
 
 from __future__ import annotations
@@ -107,9 +111,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=80, help="decoder layers (80: Llama-3-70B)")
     parser.add_argument("--work", default=None, metavar="DIR", help="the folder of the files and their result cache (default: a new one; an earlier run's skips the export)")
+    parser.add_argument("--sections", type=int, default=None, metavar="N", help="Model Explorer's artificial layers of at most N children (default: the page's SECTION_SIZE; 1000 is Model Explorer's own default)")
     args = parser.parse_args()
     from exportlens.core.picture.graph import pictures
-    from exportlens.core.picture.page import Page, write
+    from exportlens.core.picture.page import SECTION_SIZE, Page, write
     from exportlens.program import read_program
     from tests.chromium import Browser
 
@@ -134,11 +139,14 @@ def main() -> None:
         write(Page(pictures(result)), str(folders[name]))
     with Browser() as browser:
         tiny_view, tiny_drawn = first_picture(browser, serve(folders["tiny"]), work / "tiny.png")
-        view, drawn = first_picture(browser, serve(folders["big"]), work / "big.png")
+        address = serve(folders["big"]) + (f"?groupNodeChildrenCountThreshold={args.sections}" if args.sections is not None else "")
+        view, drawn = first_picture(browser, address, work / "big.png")
+        sections = browser.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')")
         chosen, redrawn, node = expand_by_selecting(browser, "aten.pow", work / "expanded.png")
     print(f"first picture (layers folded): graph view {view:.1f} s, drawn {drawn:.1f} s (target <= 3 s) | counter.py in the same browser: {tiny_view:.1f} s, {tiny_drawn:.1f} s")
-    drawn_text = "over 120 s (the page did not answer)" if redrawn is None else f"{redrawn:.2f} s"
-    print(f"expanding: a node in a folded layer selected from the search ({node}): selected {chosen:.2f} s, its layers laid out and drawn {drawn_text}")
+    drawn_text = "over 120 s (the page did not answer)" if redrawn is None else f"{redrawn:.2f} s ({redrawn / tiny_drawn:.1f}x counter.py's first picture)"
+    default = " (the page's default)" if sections == str(SECTION_SIZE) else ""
+    print(f"expanding, with artificial layers of at most {sections} children{default}: a node in a folded layer selected from the search ({node}): selected {chosen:.2f} s, its layers laid out and drawn {drawn_text}")
     print(f"screenshots: {work}/big.png, {work}/tiny.png")
 
 

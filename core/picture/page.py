@@ -5,7 +5,7 @@ torch in its process and answers the front end's requests; exportlens has the gr
 JSON already (:mod:`exportlens.core.picture.graph`) and must not run torch in the
 language server. So the built front end (``model_explorer/web_app`` of the pinned
 ``ai-edge-model-explorer`` wheel, Apache-2.0, never copied into this repository) is
-served as it is, with three changes made as it is served:
+served as it is, with four changes made as it is served:
 
 * its ``index.html`` loses the ``@font-face`` rules that point at Google's font CDN
   and the ``preconnect`` to it (the same fonts ship in ``static_files``): no request
@@ -17,7 +17,8 @@ served as it is, with three changes made as it is served:
   (``/api/v1/get_extensions``, ``load_graphs_json``, ``load_node_data``, the version
   check and its event stream) from the files beside the page (``exportlens/``), adds
   the ``data=`` parameter that names the models (so the app opens the graph, not its
-  model-selection page), draws the overlay's legend, and reports a selected node
+  model-selection page) and the size of Model Explorer's artificial layers
+  (:data:`SECTION_SIZE`), draws the overlay's legend, and reports a selected node
   (Model Explorer posts ``model-explorer-node-selected`` to ``window.parent``): to
   the window that embeds the page, if any (an editor's webview), and, when the page
   is served by the language server, to its ``exportlens/open`` address -- only when a
@@ -26,7 +27,9 @@ served as it is, with three changes made as it is served:
   polling ``exportlens/events`` (:mod:`exportlens.core.picture.serve`), for what the
   editor wants: the nodes of the cursor's line, which it selects (Model Explorer's
   ``model-explorer-select-node-by-node-id`` message), and a newer result, for which it
-  reloads; the address keeps the app's UI state (expanded layers, the selection).
+  reloads; the address keeps the app's UI state (expanded layers, the selection);
+* its layout worker gets one fix (:data:`_SECTION_FIX`): Model Explorer's artificial
+  layers inside a top-level layer were laid out without their edges.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 
 from exportlens.core.picture.graph import LEGEND, Picture
 
-__all__ = ["INSTALL", "LICENSE", "Page", "WebAppMissing", "web_app"]
+__all__ = ["INSTALL", "LICENSE", "SECTION_SIZE", "Page", "WebAppMissing", "web_app"]
 
 INSTALL = "pip install 'exportlens[graph]'"
 LICENSE = (
@@ -71,6 +74,32 @@ _FONT_FACE = re.compile(r"@font-face\{[^{}]*url\(https?://[^{}]*\}")
 _PRECONNECT = re.compile(r'<link rel="preconnect"[^>]*>')
 _ABSOLUTE_STATIC = re.compile(r"(?<=[(\"'])/static_files/")
 
+# Model Explorer's "maximum number of nodes in an artificial layer" (its setting
+# ``artificial_layer_node_count_threshold``, default 1,000), which the page puts in its
+# address (``groupNodeChildrenCountThreshold``) unless the address or the person's own
+# saved settings name one. Why: a layer whose children are a long stack of layers
+# (80 decoder blocks) with values every block takes from one node before them (the
+# rotary tables, the mask) is laid out with one edge from that node to each block,
+# each drawn through every block before it -- drawn segments that grow with the
+# square of the stack (~500,000 for 80 blocks), which Model Explorer's worker computes
+# and the browser draws in every frame of the expansion's animation: expanding a
+# layer of the 70B decoder took 11 s to the selection and over 90 s to the picture in
+# headless Chromium (software WebGL). In sections of at most this many children
+# (Model Explorer's own artificial layers, folded, filled in the graph's order) the
+# long edges span one section: the same expansion takes about 1 s and 4 s
+# (``bench/bench_graph_picture.py``; 24 gave 7 s, 12 about as 16). 16 splits a
+# decoder's stack from a few blocks on, and also any other layer of more than 16
+# nodes and layers of its own (a 39-op attention becomes three sections).
+SECTION_SIZE = 16
+
+# Model Explorer's bug (0.1.34, ``splitLargeGroupNodes`` in its worker), fixed as the
+# worker is served: the sections of a layer at the top level (namespace "", as every
+# PyTorch program's root module is) get the namespace ``"/" + label``, and every layer
+# inside them an id with that leading "/", which the layout's edges (keyed by
+# namespaces split on "/", empty parts dropped) never name: each layer in a section
+# was laid out with no edges, its nodes in one row. The fix drops the leading "/".
+_SECTION_FIX = ('ie=q==null?"":`${q.namespace}/${q.label}`', 'ie=q==null?"":q.namespace===""?q.label:`${q.namespace}/${q.label}`')
+
 # What the app asks its server for, answered in the page. ``builtin_json`` is the one
 # adapter a ``graphs://`` model needs.
 _EXTENSIONS = [{"type": "adapter", "id": "builtin_json", "name": "JSON adapter", "description": "", "source_repo": "", "fileExts": ["json"]}]
@@ -82,10 +111,20 @@ _SHIM = r"""
   document.querySelector("base").setAttribute("href", base);
   var files = base + "exportlens/";
   var params = new URLSearchParams(location.search);
+  var changed = false;
   if (!params.get("data")) {
     params.set("data", JSON.stringify(config.data));
-    history.replaceState(null, "", base + "?" + params.toString());
+    changed = true;
   }
+  // Model Explorer's artificial layers (``SECTION_SIZE``), unless the address or the
+  // person's saved settings say otherwise.
+  var saved = {};
+  try { saved = JSON.parse(localStorage.getItem("model_explorer_settings") || "{}") || {}; } catch (e) {}
+  if (!params.get("groupNodeChildrenCountThreshold") && saved.artificial_layer_node_count_threshold == null) {
+    params.set("groupNodeChildrenCountThreshold", String(config.sectionSize));
+    changed = true;
+  }
+  if (changed) history.replaceState(null, "", base + "?" + params.toString());
   var realFetch = window.fetch.bind(window);
   function json(value) {
     return Promise.resolve(new Response(JSON.stringify(value), {headers: {"Content-Type": "application/json"}}));
@@ -221,6 +260,7 @@ class Page:
             "extensions": _EXTENSIONS,
             "legend": [list(item[:2]) for item in LEGEND],
             "open": self.open,
+            "sectionSize": SECTION_SIZE,
         }
 
     def index_html(self) -> bytes:
@@ -282,6 +322,8 @@ def app_file(path: str) -> bytes | None:
         data = f.read()
     if path.endswith(".css"):
         data = _ABSOLUTE_STATIC.sub("static_files/", data.decode()).encode()
+    elif re.fullmatch(r"worker-[A-Za-z0-9]+\.js", path):
+        data = data.replace(_SECTION_FIX[0].encode(), _SECTION_FIX[1].encode(), 1)
     return data
 
 

@@ -190,3 +190,101 @@ def test_the_page_draws_the_graph_offline(served: str) -> None:
         assert any(u.startswith(served + "exportlens/graphs/0.json") for u in b.requests), b.requests
     if os.environ.get("EXPORTLENS_UPDATE_DOCS_IMAGES") == "1":
         shutil.copy(ARTIFACTS / "selected.png", ROOT / "docs" / "images" / "graph.png")
+
+
+STACK = '''
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x, scale):
+        return torch.relu(self.lin(x)) * scale
+
+
+class Stack(nn.Module):
+    """A layer whose children are a long stack of blocks that all take one value
+    made before them: what made expanding a 70B decoder's layer take minutes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(30))
+
+    def forward(self, x):
+        scale = x.mean()
+        for block in self.blocks:
+            x = block(x, scale)
+        return x
+
+
+model = Stack()
+example_args = (torch.randn(2, 8),)
+'''
+
+
+def _expand_by_selecting(b, label: str) -> str:  # type: ignore[no-untyped-def]
+    """The first node labelled ``label`` selected from the search (Alt+click, which
+    expands the layers that hold it); the page's text once the picture is drawn again."""
+    from tests.chromium import Browser
+
+    assert isinstance(b, Browser)
+    b.wait("the graph view", lambda: "op node count" in b.text(), timeout=180)
+    b.wait("a picture", lambda: _not_blank(b.screenshot(str(ARTIFACTS / "stack.png"))) > 0.005, timeout=180)
+    before = b.screenshot(str(ARTIFACTS / "stack.png"))
+    b.js(
+        "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
+        f" i.value = {label!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
+    )
+    found = f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
+    b.wait("search results", lambda: b.js(f"!!{found}"), timeout=120)
+    b.js("window.__exportlensSelected = null")
+    b.js(f"{found}.dispatchEvent(new MouseEvent('click', {{bubbles: true, altKey: true}}))")
+    b.wait("the node selected", lambda: b.js("window.__exportlensSelected"), timeout=180)
+    b.wait("the expanded layers drawn", lambda: b.screenshot(str(ARTIFACTS / "stack-expanded.png")) != before, timeout=300)
+    return b.text()
+
+
+def test_a_long_stack_of_layers_is_shown_in_sections(tmp_path: Path) -> None:
+    """The page asks Model Explorer for artificial layers of ``SECTION_SIZE`` nodes
+    (in its address): the 30 blocks of a stack are folded into sections, so expanding
+    it lays out a few sections, not 30 blocks each with an edge from the value they all
+    take. A person's own saved setting (Model Explorer's settings dialog) wins: then
+    the address names none and the stack is one layer again."""
+    from exportlens.core.picture.page import SECTION_SIZE
+    from tests.chromium import Browser
+
+    model = tmp_path / "stack.py"
+    model.write_text(STACK)
+    folder = tmp_path / "page"
+    proc = run_cli("graph", str(model), "--format", "html", "-o", str(folder))
+    assert proc.returncode == 0, proc.stderr
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    served = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    try:
+        with Browser() as b:
+            b.go(served)
+            text = _expand_by_selecting(b, "aten.relu")
+            address = b.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')")
+            assert address == str(SECTION_SIZE)
+            assert "Artificial layer" in text, text[:600]
+            assert "section_1_of_" in b.js("decodeURIComponent(location.search)"), "the expanded section is not in the UI state"
+            # Model Explorer's own setting, saved by its settings dialog, is left alone.
+            b.js("localStorage.setItem('model_explorer_settings', JSON.stringify({artificial_layer_node_count_threshold: 1000}))")
+            b.go("about:blank")
+            b.go(served)
+            text = _expand_by_selecting(b, "aten.relu")
+            assert b.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')") is None
+            assert "Artificial layer" not in text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
