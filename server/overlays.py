@@ -36,7 +36,8 @@ def _saved_text(path: str) -> str | None:
 
 
 def _unsaved(candidates: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """Of ``(real path, buffer text)``, those whose buffer is not the file (on the io thread)."""
+    """Of ``(real path, buffer text)``, those whose buffer is not the file (on the
+    lookup thread: it is on a save's path, as the cache lookup after it)."""
     return tuple((path, text) for path, text in candidates if os.path.isfile(path) and _saved_text(path) != text)
 
 
@@ -52,7 +53,7 @@ async def for_export(server: Host, path: str) -> tuple[tuple[str, str], ...]:
         candidates.append((other, server.workspace.get_text_document(state.uri).source))
     if not candidates:
         return ()
-    return await asyncio.get_running_loop().run_in_executor(server.io, _unsaved, candidates)
+    return await asyncio.get_running_loop().run_in_executor(server.lookups, _unsaved, candidates)
 
 
 def state_of(server: Host, state: DocumentState, text: str) -> str | None:
