@@ -17,6 +17,7 @@ from exportlens.core.isolation.jobclock import WALL_FACTOR, JobClock, elapsed_s
 from exportlens.core.isolation.messages import FromWorker
 from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.model.request import ExportRequest, Limits
 
 HOARD_MB = 256
@@ -27,9 +28,14 @@ class Quiet:
 
     def __init__(self) -> None:
         self.fin, self._w = os.pipe()
+        self.inputs = make_waiter()
+        self.inputs.add(self.fin, "in")
 
     def read_input(self) -> None:
         raise AssertionError("nothing was written")
+
+    def read_wake(self) -> None:
+        raise AssertionError("no signal came")
 
     def send(self, message: FromWorker) -> None:
         pass
