@@ -119,6 +119,7 @@ def test_infinite_loop_times_out_at_the_loop(batch: dict[str, FileResult]) -> No
     assert "longer than 3 s" in diag.message
 
 
+@pytest.mark.needs_proc("the memory cap (a job's memory read from /proc)")
 def test_memory_hog_is_stopped(batch: dict[str, FileResult]) -> None:
     [diag] = batch["hog"].diagnostics
     assert (diag.code, diag.line, diag.target) == ("out-of-memory", 9, "Hog")
