@@ -16,6 +16,8 @@ fork, exit or regroup while the zygote looks. No cgroup: that needs a delegated
 cgroup tree, which an editor's session rarely has; a subreaper needs no privilege.
 What still escapes: processes started by a job when the zygote itself is killed
 with SIGKILL (the job dies with it through ``PR_SET_PDEATHSIG``; its orphans go to init).
+Where there is no ``prctl`` or no ``/proc`` (macOS, Windows; ``capabilities``) none of
+this is done: what a job starts outside its process group outlives it.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def _children_by_scan(pid: int) -> set[int]:
 
 def kill_strays(keep: Collection[int] = ()) -> int:
     """Kill and reap every child of this process but ``keep``, and every descendant
-    that surfaces as a child once its parent is gone; how many were reaped. None
+    that surfaces as a child once its parent is gone; how many were reaped. None (0)
     where there is no /proc to find them by: the caller reaps what it killed itself."""
     if capabilities.PROC_ROOT is None:
         return 0
