@@ -16,13 +16,32 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-def pytest_report_header() -> str:
+def pytest_report_header() -> list[str]:
     """Which start method the session's workers use: ``EXPORTLENS_START_METHOD=spawn``
     runs the worker, server and CLI tests with every job a fresh interpreter (the
-    path macOS and Windows take); tests of what only fork has name fork themselves."""
+    path macOS and Windows take); tests of what only fork has name fork themselves.
+    And what their supervision has: ``EXPORTLENS_SUPERVISION=portable`` runs it
+    without select on pipes, /proc and prctl (``capabilities``)."""
+    from exportlens.core.isolation import capabilities
     from exportlens.core.isolation.startmethod import resolve
 
-    return f"exportlens start method: {resolve()}"
+    return [f"exportlens start method: {resolve()}", *(f"exportlens supervision: {line}" for line in capabilities.describe())]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked ``needs_proc`` checks a feature made of ``/proc`` or ``prctl``
+    (the memory cap, hot pages, killing strays outside the job's process group, a job
+    dying with its worker): where the supervision has none (``EXPORTLENS_SUPERVISION=portable``,
+    as on macOS and Windows) the feature does not exist, and the test says so as its skip reason."""
+    from exportlens.core.isolation import capabilities
+
+    if capabilities.PROC_ROOT is not None and capabilities.PRCTL:
+        return
+    for item in items:
+        marker = item.get_closest_marker("needs_proc")
+        if marker is not None:
+            what = marker.args[0] if marker.args else "a feature read from /proc"
+            item.add_marker(pytest.mark.skip(reason=f"{what}: none without /proc and prctl (as on macOS and Windows; EXPORTLENS_SUPERVISION=portable)"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,7 +15,6 @@ of it and returns the dump.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from exportlens.core.isolation.messages import Export, StandbyWarm, encode, writ
 from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import kill_group, signal_group
 from exportlens.core.isolation.standby import standby_main
+from exportlens.core.isolation.waiting import read_within
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.trace import mark
 
@@ -289,10 +289,4 @@ def close_job(job: Job, tail: Tail) -> str:
 def _ready(events_r: int, wait_s: float = 0.0) -> bool:
     """Whether the standby said it is warm (its first and only frame before a
     request), waiting up to ``wait_s`` for it to."""
-    if wait_s > 0:
-        select.select([events_r], [], [], wait_s)
-    try:
-        data = os.read(events_r, 4096)
-    except BlockingIOError:
-        return False
-    return data == encode(StandbyWarm())
+    return read_within(events_r, wait_s) == encode(StandbyWarm())

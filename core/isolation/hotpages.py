@@ -35,6 +35,8 @@ import os
 from array import array
 from typing import Any
 
+from exportlens.core.isolation.capabilities import proc_open, proc_text
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MADV_POPULATE_WRITE = 23
 PRESENT = 1 << 63
@@ -54,7 +56,7 @@ def anon_resident_pages() -> int:
     folios), so a BERT's job that copied ~10,000 pages grew its file pages by ~14,600
     and, counted against the whole resident size, seemed to have copied none."""
     try:
-        with open("/proc/self/status", "rb") as f:
+        with proc_open("self/status") as f:
             for line in f:
                 if line.startswith(b"RssAnon:"):
                     return int(line.split()[1]) * 1024 // PAGE
@@ -67,7 +69,7 @@ def writable_mappings() -> Runs:
     """This process's private writable mappings, as (address, bytes)."""
     out: Runs = []
     try:
-        with open("/proc/self/maps") as f:
+        with proc_text("self/maps") as f:
             for line in f:
                 fields = line.split()
                 if len(fields) > 1 and fields[1].startswith("rw") and fields[1].endswith("p"):
@@ -83,7 +85,7 @@ def snapshot(mappings: Runs) -> list[array] | None:
     """Each mapping's pagemap entries now; None when the kernel does not say."""
     out = []
     try:
-        with open("/proc/self/pagemap", "rb", buffering=0) as f:
+        with proc_open("self/pagemap", buffering=0) as f:
             for start, size in mappings:
                 f.seek(start // PAGE * 8)
                 entries = array("Q")

@@ -13,11 +13,14 @@ blocked on anything else (a sleep, a lock, a pipe, a child), counts as before.
 
 The wall clock still bounds it: after ``WALL_FACTOR`` times the limit a job is out
 of time however busy the machine (``pool`` waits that long for a silent worker).
-Where the kernel does not say (no ``schedstat``), the wall clock alone counts.
+Where the kernel does not say (no ``schedstat``, no ``/proc``: macOS, Windows,
+``capabilities``), the wall clock alone counts.
 Torch-free.
 """
 
 from __future__ import annotations
+
+from exportlens.core.isolation.capabilities import proc_open
 
 WALL_FACTOR = 10.0
 # A spawned job's own time to import torch and warm up (``spawning``) before it says it
@@ -29,7 +32,7 @@ def run_delay_s(pid: int) -> float | None:
     """Seconds the main thread of ``pid`` has waited, runnable, for a CPU; None when
     the kernel does not say (or the process is gone)."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
+        with proc_open(f"{pid}/schedstat") as f:
             fields = f.read().split()
         return int(fields[1]) / 1e9
     except (OSError, IndexError, ValueError):

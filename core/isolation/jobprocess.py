@@ -22,7 +22,8 @@ from array import array
 from dataclasses import dataclass
 from typing import NoReturn
 
-from exportlens.core.isolation import fakecache, hotpages
+from exportlens.core.isolation import capabilities, fakecache, hotpages
+from exportlens.core.isolation.capabilities import proc_text
 from exportlens.core.isolation.messages import (
     FakeCache,
     FromJob,
@@ -69,7 +70,7 @@ def child_main(
     try:
         os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
         try:  # be the OOM killer's first choice (``die_with`` made it die with the zygote)
-            with open("/proc/self/oom_score_adj", "w") as f:
+            with proc_text("self/oom_score_adj", "w") as f:
                 f.write("1000")
         except OSError:
             pass
@@ -163,11 +164,13 @@ def die_with(parent: int) -> None:
     The death signal is armed only from here on: a parent that died since the fork
     (its children then belong to a subreaper or init) is caught by the ``getppid``
     check instead. It is not inherited by the job's own children (see ``reaper``).
+    Where there is no prctl (``capabilities``), only that check is made.
     """
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
+    if capabilities.PRCTL:
+        try:
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            return
     if os.getppid() != parent:
         os._exit(0)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -52,6 +51,7 @@ from exportlens.core.isolation.messages import (
     Retiring,
     WorkerReady,
 )
+from exportlens.core.isolation.waiting import Waiter, make_waiter
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
@@ -327,19 +327,19 @@ class WorkerPool:
         return limits.timeout_s * WALL_FACTOR + 60.0 + warm_up
 
     def _poll(self, timeout: float, done: dict[int, FileResult]) -> None:
-        selector = selectors.DefaultSelector()
+        inputs = make_waiter()  # select, or polling where pipes have no select (``waiting``)
         try:
             for worker in self._workers:
                 if worker.state is not WorkerState.DEAD:
-                    selector.register(worker.out, selectors.EVENT_READ, worker)
-            selector.register(self._wake_r, selectors.EVENT_READ, None)
-            for key, _ in selector.select(timeout):
-                if key.data is None:
+                    inputs.add(worker.out, worker)
+            inputs.add(self._wake_r, None)
+            for key in inputs.wait(timeout):  # each one read now: a poll's read is held by this waiter only
+                if key is None:
                     self._drain_wake()
                 else:
-                    self._read(key.data, done)
+                    self._read(key, done, inputs)
         finally:
-            selector.close()
+            inputs.close()
         now = time.monotonic()
         for worker in list(self._workers):
             if worker.state is WorkerState.STARTING and now - worker.started > READY_TIMEOUT_S:
@@ -356,15 +356,13 @@ class WorkerPool:
         except (BlockingIOError, OSError):
             pass
 
-    def _read(self, worker: WorkerProcess, done: dict[int, FileResult]) -> None:
-        try:
-            chunk = os.read(worker.out, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
+    def _read(self, worker: WorkerProcess, done: dict[int, FileResult], inputs: Waiter) -> None:
+        chunks: list[bytes] = []
+        open_ = inputs.read(worker.out, chunks.append, max_chunks=1)
+        chunk = b"".join(chunks)
         if not chunk:
-            self._replace(worker, worker.retiring or _exit_text(worker), done)
+            if not open_:
+                self._replace(worker, worker.retiring or _exit_text(worker), done)
             return
         worker.last_heard = time.monotonic()
         try:

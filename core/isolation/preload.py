@@ -67,6 +67,7 @@ from typing import Any, Callable
 from exportlens.core.disk.states import library_state
 from exportlens.core.export import libraries, library_units
 from exportlens.core.isolation import fakecache, observable, preload_record
+from exportlens.core.isolation.capabilities import proc_listdir, proc_open, proc_text
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
 from exportlens.core.trace import mark
 
@@ -95,9 +96,9 @@ def interpreter() -> Interpreter:
     import torch
 
     try:
-        threads = frozenset(os.listdir("/proc/self/task"))
-    except OSError:
-        threads = frozenset()
+        threads = frozenset(proc_listdir("self/task"))
+    except OSError:  # no /proc (``capabilities``): Python's threads only, a native one goes unseen
+        threads = frozenset(f"{t.native_id} ({t.name})" for t in threading.enumerate())
     return Interpreter(
         threads=threads,
         handlers=tuple(signal.getsignal(s) for s in _SIGNALS),
@@ -166,7 +167,7 @@ def user_blas_threads() -> None:
 def _thread_name(tid: str) -> str:
     """The name the system knows a thread by (a Python thread's is its process's)."""
     try:
-        with open(f"/proc/self/task/{tid}/comm") as f:
+        with proc_text(f"self/task/{tid}/comm") as f:
             return f.read().strip() or tid
     except OSError:
         return tid
@@ -174,7 +175,7 @@ def _thread_name(tid: str) -> str:
 
 def rss_kb() -> int:
     try:
-        with open("/proc/self/status", "rb") as f:
+        with proc_open("self/status") as f:
             for line in f:
                 if line.startswith(b"VmRSS:"):
                     return int(line.split()[1])

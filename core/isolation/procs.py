@@ -9,22 +9,24 @@ import sys
 import time
 from typing import Any, Callable
 
+from exportlens.core.isolation.capabilities import proc_listdir, proc_open
 from exportlens.core.isolation.jobprocess import DUMP_SIGNAL
 
 DUMP_GRACE_S = 0.2  # the stack dump is written synchronously by a signal handler
 
 def rss_kb(pid: int, depth: int = 0) -> int:
-    """Resident set of pid plus its descendants, in kB (0 once it is gone)."""
+    """Resident set of pid plus its descendants, in kB (0 once it is gone, and
+    always where there is no /proc: ``capabilities``, no memory cap there)."""
     total = 0
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
+        with proc_open(f"{pid}/status") as f:
             for line in f:
                 if line.startswith(b"VmRSS:"):
                     total = int(line.split()[1])
                     break
         if depth < 4:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+            for task in proc_listdir(f"{pid}/task"):
+                with proc_open(f"{pid}/task/{task}/children") as f:
                     for child in f.read().split():
                         total += rss_kb(int(child), depth + 1)
     except (OSError, ValueError):

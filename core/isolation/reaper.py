@@ -16,6 +16,8 @@ fork, exit or regroup while the zygote looks. No cgroup: that needs a delegated
 cgroup tree, which an editor's session rarely has; a subreaper needs no privilege.
 What still escapes: processes started by a job when the zygote itself is killed
 with SIGKILL (the job dies with it through ``PR_SET_PDEATHSIG``; its orphans go to init).
+Where there is no ``prctl`` or no ``/proc`` (macOS, Windows; ``capabilities``) none of
+this is done: what a job starts outside its process group outlives it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import os
 import signal
 from typing import Collection
 
+from exportlens.core.isolation import capabilities
+from exportlens.core.isolation.capabilities import proc_listdir, proc_open
+
 PR_SET_CHILD_SUBREAPER = 36
 # Generations killed at most per call; each round takes a whole generation, so only a
 # tree deeper than this (a fork bomb racing the kills) could outlast it.
@@ -32,7 +37,10 @@ MAX_ROUNDS = 1000
 
 
 def become_subreaper() -> bool:
-    """Adopt this process's orphaned descendants; False where the kernel cannot."""
+    """Adopt this process's orphaned descendants; False where the kernel cannot
+    (no prctl: ``capabilities``)."""
+    if not capabilities.PRCTL:
+        return False
     try:
         return int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
@@ -40,15 +48,16 @@ def become_subreaper() -> bool:
 
 
 def children(pid: int) -> set[int]:
-    """The pids of pid's children (zombies included), from /proc."""
+    """The pids of pid's children (zombies included), from /proc (none found where
+    there is no /proc: ``capabilities.PROC_ROOT``)."""
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
+        tasks = proc_listdir(f"{pid}/task")
     except OSError:
         return set()
     found: set[int] = set()
     for task in tasks:
         try:
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+            with proc_open(f"{pid}/task/{task}/children") as f:
                 found.update(int(child) for child in f.read().split())
         except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
             return _children_by_scan(pid)
@@ -59,11 +68,15 @@ def children(pid: int) -> set[int]:
 
 def _children_by_scan(pid: int) -> set[int]:
     found: set[int] = set()
-    for entry in os.listdir("/proc"):
+    try:
+        entries = proc_listdir()
+    except OSError:
+        return found
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
+            with proc_open(f"{entry}/stat") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
@@ -74,7 +87,10 @@ def _children_by_scan(pid: int) -> set[int]:
 
 def kill_strays(keep: Collection[int] = ()) -> int:
     """Kill and reap every child of this process but ``keep``, and every descendant
-    that surfaces as a child once its parent is gone; how many were reaped."""
+    that surfaces as a child once its parent is gone; how many were reaped. None (0)
+    where there is no /proc to find them by: the caller reaps what it killed itself."""
+    if capabilities.PROC_ROOT is None:
+        return 0
     me, reaped = os.getpid(), 0
     for _ in range(MAX_ROUNDS):
         strays = children(me).difference(keep)

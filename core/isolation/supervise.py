@@ -10,7 +10,6 @@ it did not finish, why it was stopped: ``timeout``, ``out-of-memory`` or
 from __future__ import annotations
 
 import os
-import selectors
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -34,8 +33,9 @@ from exportlens.core.isolation.messages import (
     TargetsFound,
     ToWorker,
 )
-from exportlens.core.isolation.pipes import Tail, drain
+from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.procs import dump_stack, rss_kb
+from exportlens.core.isolation.waiting import Waiter
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 
@@ -60,11 +60,15 @@ class Attempt:
 
 
 class Control(Protocol):
-    """What supervision needs of the worker: its protocol input, and whether to stop."""
+    """What supervision needs of the worker: the pipes it waits on (``waiting``: its
+    protocol input as "in", perhaps its signal wake-up pipe as "wake"), reading that
+    input, and whether to stop."""
 
-    fin: int
+    inputs: Waiter
 
     def read_input(self) -> None: ...
+
+    def read_wake(self) -> None: ...
 
     def send(self, message: FromWorker) -> None: ...
 
@@ -81,22 +85,23 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
     clock = JobClock(pid, WARM_UP_S if job.spawned else limits.timeout_s, time.monotonic())
     next_poll = 0.0
     events = FrameDecoder()
-    selector = selectors.DefaultSelector()
-    selector.register(control.fin, selectors.EVENT_READ, "in")
-    selector.register(events_r, selectors.EVENT_READ, "events")
-    selector.register(output_r, selectors.EVENT_READ, "output")
+    inputs = control.inputs
+    inputs.add(events_r, "events")
+    inputs.add(output_r, "output")
     try:
         while True:
-            for key, _ in selector.select(MEMORY_POLL_S):
-                if key.data == "in":
+            for key in inputs.wait(MEMORY_POLL_S):
+                if key == "in":
                     control.read_input()
-                elif key.data == "output":
+                elif key == "wake":
+                    control.read_wake()  # a signal: SIGTERM made ``stop_requested`` true
+                elif key == "output":
                     # Bounded, so a model printing nonstop cannot starve the checks.
-                    if not drain(output_r, tail.add, max_chunks=16):
-                        selector.unregister(output_r)
-                else:
+                    if not inputs.read(output_r, tail.add, max_chunks=16):
+                        inputs.remove(output_r)
+                elif key == "events":
                     chunks: list[bytes] = []
-                    open_ = drain(events_r, chunks.append)
+                    open_ = inputs.read(events_r, chunks.append)
                     try:
                         for message in events.feed(b"".join(chunks)):
                             if on_event(message, request, attempt, control.send):
@@ -106,7 +111,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                         attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
                         return
                     if not open_:
-                        selector.unregister(events_r)
+                        inputs.remove(events_r)
             if attempt.result is not None:
                 return
             if control.stop_requested:
@@ -115,7 +120,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 try:
-                    drain(events_r, lambda c: [on_event(m, request, attempt, control.send) for m in events.feed(c)])
+                    inputs.read(events_r, lambda c: [on_event(m, request, attempt, control.send) for m in events.feed(c)])
                 except MessageError:
                     pass  # it is gone; what it managed to say stands
                 if attempt.result is None:
@@ -141,7 +146,9 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                 dump_stack(pid)
                 return
     finally:
-        selector.close()
+        inputs.remove(events_r)
+        for chunk in inputs.remove(output_r):  # read by a poll, not yet taken
+            tail.add(chunk)
 
 
 def on_event(

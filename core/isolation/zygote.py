@@ -29,14 +29,12 @@ from __future__ import annotations
 import collections
 import gc
 import os
-import select
-import selectors
 import signal
 import sys
 import time
 from types import FrameType
 
-from exportlens.core.isolation import fakecache
+from exportlens.core.isolation import capabilities, fakecache
 from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.messages import (
@@ -60,6 +58,7 @@ from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
 from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
@@ -88,6 +87,12 @@ class Zygote:
         self.current_id: int | None = None
         self.exiting = False
         self.wake_r = wake_r  # readable when a signal came (``signal.set_wakeup_fd(wake_w)``)
+        # The pipes the worker waits on (``waiting``): select, or polling where pipes
+        # have no select (Windows, ``EXPORTLENS_SUPERVISION=portable``).
+        self.inputs = make_waiter()
+        for fd, key in ((fin, "in"), (wake_r, "wake")):
+            if fd >= 0:
+                self.inputs.add(fd, key)
         self.forks = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
         # The spawn start method (``startmethod``): every job when ``method`` is
         # "spawn", else the jobs of the files a fork cannot serve (``fresh``).
@@ -109,9 +114,11 @@ class Zygote:
 
     def read_input(self) -> None:
         """Read what is available on the protocol input and act on it."""
-        chunk = os.read(self.fin, 1 << 16)
-        if not chunk:
+        chunks: list[bytes] = []
+        if not self.inputs.read(self.fin, chunks.append, max_chunks=1):
             self.exiting = True
+        chunk = b"".join(chunks)
+        if not chunk:
             return
         try:
             messages = self.inbox.feed(chunk)
@@ -263,7 +270,7 @@ class Zygote:
         if self.exiting:
             return True
         try:
-            return bool(select.select([self.fin], [], [], 0)[0])
+            return "in" in self.inputs.wait(0)
         except (OSError, ValueError):
             return True
 
@@ -277,21 +284,15 @@ class Zygote:
     def wait_for_input(self, timeout: float | None = None) -> None:
         """Block until the pool writes, then read; or until a signal (SIGTERM) came,
         or ``timeout`` passed."""
-        if self.wake_r < 0 and timeout is None:
+        ready = self.inputs.wait(timeout)
+        if "wake" in ready:
+            self.read_wake()
+        if "in" in ready:
             self.read_input()
-            return
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.fin, selectors.EVENT_READ)
-            if self.wake_r >= 0:
-                selector.register(self.wake_r, selectors.EVENT_READ)
-            ready = {key.fd for key, _ in selector.select(timeout)}
-        if self.wake_r in ready:
-            try:
-                os.read(self.wake_r, 4096)
-            except BlockingIOError:
-                pass
-        if self.fin in ready:
-            self.read_input()
+
+    def read_wake(self) -> None:
+        """Empty the signal wake-up pipe (the handler did the rest)."""
+        self.inputs.read(self.wake_r, lambda chunk: None)
 
     def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
         """Run the request in a job process (the standby, else a new fork) and
@@ -337,6 +338,8 @@ class Zygote:
     def only_the_job_left(self, job: Job) -> bool:
         """Whether the job has no child and no process it started was left to us
         (which ``reap_strays`` must kill before the result goes out)."""
+        if capabilities.PROC_ROOT is None:
+            return False  # no /proc to tell: kill and reap it before the result, to be sure
         known = {job.pid, *self.forks.kept_pids(), *self.spawns.kept_pids(), *self.forks.dying}
         return not children(job.pid) and children(os.getpid()) <= known
 
@@ -356,7 +359,7 @@ class Zygote:
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.
         kill_strays(keep=(*self.forks.kept_pids(), *self.spawns.kept_pids()))
-        self.forks.dying.clear()
+        self.forks.reap_dead()  # those ``kill_strays`` did not reap (no /proc) wait for the next look
 
 
 def main() -> None:
@@ -398,6 +401,8 @@ def main() -> None:
     method = options.get("start-method", "fork")
     zygote = Zygote(fin, fout, num_threads, wake_r, wake_w, record=options.get("preload-record") or None, method=method)
     print(f"exportlens worker: start method {method}", file=sys.stderr)
+    for line in capabilities.describe():
+        print(f"exportlens worker: supervision {line}", file=sys.stderr)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, zygote.terminate)
     zygote.preloader.start(started_ns)

@@ -42,6 +42,11 @@ def _address(raw: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(raw)).from_buffer(raw))
 
 
+# Hot pages are read from /proc/self/pagemap and /proc/self/maps: Linux only.
+HOT_PAGES_READ_FROM_PROC = pytest.mark.needs_proc("hot pages (read from /proc/self/pagemap)")
+
+
+@HOT_PAGES_READ_FROM_PROC
 def test_the_recording_is_the_pages_a_fork_copied() -> None:
     raw, start = _buffer()
     offset = start - _address(raw)
@@ -62,6 +67,7 @@ def test_the_recording_is_the_pages_a_fork_copied() -> None:
     assert ours == [(start + 3 * hotpages.PAGE, 3 * hotpages.PAGE), (start + 40 * hotpages.PAGE, hotpages.PAGE)]
 
 
+@HOT_PAGES_READ_FROM_PROC
 def test_populating_copies_the_pages_before_any_write() -> None:
     raw, start = _buffer()
     run = [(start + 8 * hotpages.PAGE, 4 * hotpages.PAGE)]
@@ -106,6 +112,7 @@ def _until_warm(log: Path, count: int, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+@HOT_PAGES_READ_FROM_PROC
 def test_later_standbys_warm_by_hot_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "trace"
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
@@ -155,6 +162,7 @@ example_args = (torch.randn(64),)
 """
 
 
+@HOT_PAGES_READ_FROM_PROC
 def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_worker_much(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once standbys warm by hot pages, the next one is forked while a job runs, so a
     save right after the result finds it warm. A job that sent many new fake-tensor
@@ -191,6 +199,7 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
     assert at("zygote: request 2 result sent") < second
 
 
+@HOT_PAGES_READ_FROM_PROC
 def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> None:
     """A tiny export does not write what a real model's does: a job taught by its
     standby's pagemap tells the zygote the pages it copied (``jobprocess._teach``),
@@ -249,6 +258,7 @@ def test_merged_runs_stay_within_the_page_budget(monkeypatch: pytest.MonkeyPatch
     assert hotpages.merge([(page, page)], [(3 * page, 2 * page)]) == [(page, page)]  # three pages: the old list
 
 
+@HOT_PAGES_READ_FROM_PROC
 def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Telling the pages it copied costs a job a read of its pagemap (~7 ms). Once a
     job of a file told of few pages (its pages are known now), the next job of that

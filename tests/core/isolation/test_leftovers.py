@@ -20,7 +20,11 @@ from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
-pytestmark = pytest.mark.adversarial
+pytestmark = [
+    pytest.mark.adversarial,
+    # Found as the worker's children once their parents are gone: a subreaper and /proc.
+    pytest.mark.needs_proc("killing the processes a job starts outside its process group"),
+]
 
 MARKER = "7531.5"  # the sleepers' argument: how the test tells them from other processes
 

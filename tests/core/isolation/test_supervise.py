@@ -17,9 +17,14 @@ from exportlens.core.isolation.jobclock import WALL_FACTOR, JobClock, elapsed_s
 from exportlens.core.isolation.messages import FromWorker
 from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.model.request import ExportRequest, Limits
 
 HOARD_MB = 256
+
+# Read from /proc: the job's resident memory (its cap), its wait for a CPU.
+MEMORY_CAP = pytest.mark.needs_proc("the memory cap (a job's memory read from /proc)")
+CPU_WAIT = pytest.mark.needs_proc("leaving a job's wait for a CPU out of its time (/proc/PID/schedstat)")
 
 
 class Quiet:
@@ -27,9 +32,14 @@ class Quiet:
 
     def __init__(self) -> None:
         self.fin, self._w = os.pipe()
+        self.inputs = make_waiter()
+        self.inputs.add(self.fin, "in")
 
     def read_input(self) -> None:
         raise AssertionError("nothing was written")
+
+    def read_wake(self) -> None:
+        raise AssertionError("no signal came")
 
     def send(self, message: FromWorker) -> None:
         pass
@@ -79,6 +89,7 @@ def hoarder() -> Iterator[Job]:
         os.close(fd)
 
 
+@MEMORY_CAP
 def test_a_job_over_its_memory_cap_when_its_time_is_up_is_out_of_memory(hoarder: Job) -> None:
     # However slowly a hoarding job runs, it is stopped for its memory once it holds
     # too much, even if its time ran out in the same moment (here: before the first look).
@@ -139,6 +150,7 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
             os.close(fd)
 
 
+@MEMORY_CAP
 def test_a_hoarding_job_starved_of_cpu_is_out_of_memory_not_out_of_time(starved_hoarder: tuple[Job, int]) -> None:
     """Its one second runs out on the wall clock long before it reaches its cap (it
     waits for a CPU most of the time), but the time it waited for a CPU is the
@@ -158,6 +170,7 @@ def test_the_jobs_time_leaves_out_only_the_wait_for_a_cpu() -> None:
     assert elapsed_s(12.0, None, 20.0) == 12.0  # the kernel does not say: the wall clock
 
 
+@CPU_WAIT
 def test_a_job_waiting_for_a_cpu_forever_is_still_stopped(hoarder: Job) -> None:
     """The wall clock bounds the job's time: WALL_FACTOR times the limit at most."""
     clock = JobClock(hoarder.pid, 1.0, now=0.0)

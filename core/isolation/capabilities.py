@@ -1,0 +1,90 @@
+"""What the platform offers the worker's supervision, found by asking it, and a switch that withholds it.
+
+Three things the supervision uses are not everywhere:
+
+- ``select`` on pipes: POSIX has it; Windows's ``select`` takes sockets only. Without
+  it the worker and the pool wait on their pipes by polling non-blocking reads
+  (``waiting``).
+- ``/proc``: a job's resident memory (its memory cap), its children (killing what it
+  started in a new session), its wait for a CPU (its timeout), the threads a library
+  started (preloading's check) and the pages an export writes (hot pages). Linux has
+  it; macOS and Windows do not. Without it each of those degrades as ``describe``
+  says; none crashes.
+- Linux's ``prctl``: the worker as a child subreaper (``reaper``) and a job that dies
+  with its worker (``PR_SET_PDEATHSIG``, ``jobprocess.die_with``).
+
+``EXPORTLENS_SUPERVISION=portable`` withholds all three on Linux, so that the paths
+macOS and Windows take run here, in the suite (``tests/core/isolation/test_portable.py``,
+and the whole suite with the variable set). ``EXPORTLENS_PROC_ROOT`` points the
+``/proc`` reads elsewhere (an empty folder: a platform without ``/proc``). Both are
+read once, at import: the pool, the worker and its jobs all inherit them.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO
+
+ENV = "EXPORTLENS_SUPERVISION"
+PROC_ENV = "EXPORTLENS_PROC_ROOT"
+
+
+def portable(env: str | None = None) -> bool:
+    """Whether ``$EXPORTLENS_SUPERVISION`` asks for the paths without select, /proc and prctl."""
+    value = os.environ.get(ENV, "") if env is None else env
+    return value.strip().lower() == "portable"
+
+
+def find_proc_root(forced_off: bool, root: str | None = None) -> str | None:
+    """Where the kernel's process files are (``/proc``, or ``$EXPORTLENS_PROC_ROOT``),
+    None where there are none: a folder without ``self`` in it is no ``/proc``."""
+    if forced_off:
+        return None
+    root = (os.environ.get(PROC_ENV) or "/proc") if root is None else root
+    return root if os.path.isdir(os.path.join(root, "self")) else None
+
+
+PORTABLE = portable()
+SELECT_PIPES = os.name == "posix" and not PORTABLE
+PROC_ROOT = find_proc_root(PORTABLE)
+PRCTL = sys.platform.startswith("linux") and not PORTABLE
+
+
+def proc_open(relative: str, buffering: int = -1) -> IO[bytes]:
+    """Open ``/proc/<relative>`` to read bytes; FileNotFoundError where there is no
+    /proc (every reader already treats an OSError as "the kernel does not say")."""
+    if PROC_ROOT is None:
+        raise FileNotFoundError(f"no /proc here: {relative}")
+    return open(os.path.join(PROC_ROOT, relative), "rb", buffering=buffering)
+
+
+def proc_text(relative: str, mode: str = "r") -> IO[str]:
+    if PROC_ROOT is None:
+        raise FileNotFoundError(f"no /proc here: {relative}")
+    return open(os.path.join(PROC_ROOT, relative), mode, encoding="utf-8")
+
+
+def proc_listdir(relative: str = "") -> list[str]:
+    if PROC_ROOT is None:
+        raise FileNotFoundError(f"no /proc here: {relative}")
+    return os.listdir(os.path.join(PROC_ROOT, relative))
+
+
+def describe() -> list[str]:
+    """What the supervision has here and what it does without the rest, one line each:
+    for the worker's log and ``exportlens version``."""
+    forced = f" (${ENV}=portable)" if PORTABLE else ""
+    lines = ["waits on pipes with select" if SELECT_PIPES else f"waits on pipes by polling non-blocking reads, no select on pipes{forced}"]
+    if PROC_ROOT is not None:
+        lines.append(f"reads jobs' memory, children and CPU wait from {PROC_ROOT}")
+    else:
+        lines.append(
+            f"no /proc{forced}: no memory cap (a job's memory is not read), the timeout counts the wall clock"
+            " (a job's wait for a CPU is not known), processes a job started outside its process group are not found,"
+            " preloading sees only Python's threads a library starts, not native ones"
+        )
+    if not PRCTL:
+        lines.append(f"no prctl{forced}: orphans of a job go to init, not the worker; a job outlives a worker killed with SIGKILL")
+    return lines
