@@ -263,9 +263,10 @@ class Preloader:
         worker holds nothing of yet; more modules of a library it holds (a model
         family's own, ``transformers.models.llama``) stay pending for an idle moment.
         Their import is a fraction of what preloading them costs -- what other code
-        sees taken and compared, the library units learned again, ~0.5-1.5 s a family
-        on a loaded 2-core machine, while the job that needs them imports them in
-        ~0.1 s -- and a batch's next file is often of another family."""
+        sees taken and compared, the library units learned again: ~0.3 s of the
+        worker a family on a 2-core machine, more when it is loaded, while the job
+        that needs them imports them in ~0.05 s -- and a batch's next file is often
+        of another family."""
         if self.path is not None and self.pending:
             # Another worker may have refused a library since this one started (both
             # ran jobs that import it): an import it would retire for costs a worker.
