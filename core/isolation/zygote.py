@@ -161,6 +161,7 @@ class Zygote:
         try:
             self._serve()
         finally:
+            mark("zygote: exiting")
             self.finish_ending()
             self.forks.drop_standby()
             self.spawns.close()
@@ -171,6 +172,11 @@ class Zygote:
             if not self.queue:
                 self.finish_ending()  # first: the standby must not inherit the job's pipes
                 if self.idle_work():
+                    continue
+                if self.input_waiting():
+                    # A request already written (a batch's next file, sent as the
+                    # result arrived): a standby forked now would be killed unwarmed.
+                    self.wait_for_input(0)
                     continue
                 (self.spawns if self.method == "spawn" else self.forks).spawn_standby()
                 # Reap what was killed once it is gone, unless a request comes first.
@@ -220,15 +226,17 @@ class Zygote:
             mark(f"zygote: {added} fake-tensor cache entries kept")
 
     def preload_for_batch(self) -> bool:
-        """Before the next request of a batch (``Export.more``): import what earlier
-        jobs imported now, as ``idle_work`` would, since a batch leaves the worker no
-        idle moment and each of its jobs would import the libraries again. Whether the
-        worker retires for it (the request, not started, goes to the next worker)."""
-        if self.queue[0].id not in self.batch or not self.preloader.pending:
+        """Before the next request of a batch (``Export.more``): import the libraries
+        earlier jobs imported that the worker holds nothing of yet, as ``idle_work``
+        would, since a batch leaves the worker no idle moment and each of its jobs
+        would import them again. More modules of a library it holds wait for an idle
+        moment (``Preloader.step``'s ``new_only``). Whether the worker retires for it
+        (the request, not started, goes to the next worker)."""
+        if self.queue[0].id not in self.batch or not self.preloader.new_libraries:
             return False
         mark(f"zygote: preloading before request {self.queue[0].id}, of a batch")
         self.forks.drop_standby()  # it would lack what is imported now
-        why = self.preloader.step(lambda: self.exiting)
+        why = self.preloader.step(lambda: self.exiting, new_only=True)
         if why is not None:
             self.retire(why)
             return True

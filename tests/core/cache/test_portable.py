@@ -59,6 +59,19 @@ def test_strings_inside_program_bytes_and_nested_fields_move_too() -> None:
     assert Places("/home/alice/proj").portable_plain({"program": same})["program"] is same
 
 
+def test_what_holds_no_path_is_given_back_as_it_is_and_the_rest_is_put_back() -> None:
+    """A program's table is ~300,000 values, mostly numbers (a 70B model's): the walk
+    copies only what holds a path to put back, the rest is the very same object."""
+    nodes = [[i, [i, i + 1.5, None, True], {"n": [i]}] for i in range(50)]
+    plain = {"nodes": nodes, "deep": [[1, [2, ["\x00root\x00/m.py:3"]]], 4], "elapsed_ms": 1.0}
+    back = Places("/other/proj").local_plain(plain)
+    assert back["deep"] == [[1, [2, ["/other/proj/m.py:3"]]], 4]
+    assert back["nodes"] is nodes and back["elapsed_ms"] == 1.0
+    assert plain["deep"] == [[1, [2, ["\x00root\x00/m.py:3"]]], 4]  # what was read is left as it was
+    untouched = {"nodes": nodes}
+    assert Places("/other/proj").local_plain(untouched) is untouched
+
+
 def test_checkouts_at_other_paths_have_the_same_keys(tmp_path: Path) -> None:
     """The first key of a file with pyproject targets (absolute entries once read), the
     same in two checkouts; and another file's differs."""

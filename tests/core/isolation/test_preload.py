@@ -191,6 +191,34 @@ def test_a_batch_imports_a_library_once_before_its_next_jobs(site: Site, cache: 
         assert all(r.libraries == (str(tmp_path / "site" / "slowlib" / "__init__.py"),) for r in results[1:])
 
 
+def test_a_batch_leaves_more_modules_of_a_library_it_holds_to_the_jobs_that_import_them(site: Site, cache: Path, tmp_path: Path) -> None:
+    """Before a batch's next job the worker imports only libraries it holds nothing of
+    yet: a module of one it holds (a model family's own, ``transformers.models.llama``)
+    is imported by the job that needs it, and by the worker only once idle --
+    preloading it first costs more (what other code sees taken and compared, the
+    library units learned again) than that job's own import, and a batch's next file
+    is often of another family."""
+    site.library("fam")
+    for sub in "bcde":
+        (site.folder / "fam" / f"{sub}.py").write_text(LOGS_ITS_IMPORT + "WIDTH = 3\n")
+    models = [project(tmp_path / sub, [f"fam.{sub}"], width=f"fam.{sub}.WIDTH") for sub in "bcde"]
+    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
+        pool.wait_ready()
+        (worker,) = pool.worker_pids()
+        results = list(pool.run(requests))
+        assert [width_of(r) for r in results] == [3, 3, 3, 3]
+        imports = [(name, pid == worker) for name, pid, _ in site.imports()]
+    # The library, new to the worker, is preloaded before the second job (no later job imports it) ...
+    [first, *rest] = site.importers("fam")
+    assert first != worker and rest == [worker], imports
+    assert imports.index(("fam", True)) < imports.index(("fam.c", False))
+    # ... the modules of it that later files import, each of their jobs imports itself:
+    # not the worker before the next job, though it was told more wait.
+    assert [job for job in (("fam.b", False), ("fam.c", False), ("fam.d", False), ("fam.e", False)) if job not in imports] == [], imports
+    assert ("fam.c", True) not in imports[: imports.index(("fam.d", False))], imports
+
+
 def test_a_model_file_inside_an_installed_package_keeps_the_preloaded_library(site: Site, cache: Path, tmp_path: Path) -> None:
     """A model file inside an installed package (torch's ExportDB examples live in
     torch) has that package's folder, site-packages, on its ``sys.path``: the library
