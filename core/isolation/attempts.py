@@ -188,14 +188,14 @@ def _index_of(request: ExportRequest) -> SourceIndex:
     file is or holds (nested too deep to parse, a FIFO, gigabytes), it must neither
     raise nor block. At worst the diagnostics keep their bare lines.
     """
-    text = request.source if request.source is not None else _read_model(request.path)
+    text = request.source if request.source is not None else read_model(request.path)
     try:
         return SourceIndex.build(text, request.path)
     except Exception:  # noqa: BLE001 - build is meant never to raise; only ranges are at stake
         return SourceIndex(path=request.path, text=text)
 
 
-def _read_model(path: str) -> str:
+def read_model(path: str) -> str:
     """The text of a regular file, at most ``INDEX_TEXT_MAX`` bytes of it; "" for
     anything else. Opened non-blocking: opening a FIFO for reading waits for a writer."""
     try:

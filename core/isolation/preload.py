@@ -16,7 +16,10 @@ file the job imported (a job's ``attr.py`` is the project's, and stays so).
 When: while idle, ``IDLE_S`` after the last request, one module at a time: a
 request that comes meanwhile waits for the module being imported at most, and the
 rest waits until it is done. In a batch, which leaves no idle moment, before its next
-job: the libraries the worker holds nothing of yet (``step(new_only=True)``). The standby is dropped first (it would lack them). The
+job: the libraries the worker holds nothing of yet (``step(new_only=True)``), those
+earlier jobs reported and those the next file's own top-level import statements name
+(``predict``: without it, the first job of each worker imported transformers, and the
+worker then again). The standby is dropped first (it would lack them). The
 worker's memory before and after is reported (``Preloaded``).
 
 Refused, and why (kept in the record, so no worker tries that version again): a
@@ -53,6 +56,7 @@ the libraries a model imported, misses the results made with the old one).
 
 from __future__ import annotations
 
+import ast
 import gc
 import importlib
 import importlib.util
@@ -79,6 +83,31 @@ IDLE_S = 0.1  # idle this long after a request before importing: a save right af
 STALE_CHECK_S = float(os.environ.get("EXPORTLENS_STALE_CHECK_S", "5"))
 MAX_PENDING = 20000
 _SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+def _top(name: str) -> str:
+    """The library of a pending name: ``transformers`` of ``transformers.models.bert``
+    and of ``transformers:BertModel`` (``predicted_imports``)."""
+    return name.partition(":")[0].partition(".")[0]
+
+
+def predicted_imports(text: str) -> list[str]:
+    """What a model file's top-level import statements name, as pending names:
+    ``import a.b`` is ``a.b``, ``from a import b`` is ``a:b`` (a module ``a.b`` or a
+    name of ``a``: a lazy library, transformers, imports the module that defines it
+    when asked). Only statements the file runs first thing, whatever happens: none
+    inside an ``if``, ``try`` or function, no relative or star import. Never raises."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [f"{node.module}:{alias.name}" for alias in node.names if alias.name != "*"]
+    return names
 
 
 @dataclass(frozen=True)
@@ -246,14 +275,31 @@ class Preloader:
         for name, file in zip(imported.modules, imported.files, strict=False):
             if len(self.pending) >= MAX_PENDING:
                 break
-            if name.partition(".")[0] not in self.refused and name not in sys.modules:
+            if _top(name) not in self.refused and name not in sys.modules:
                 self.pending.setdefault(name, file)
+
+    def predict(self, text: str, folders: tuple[str, ...]) -> None:
+        """Before a batch's next file, whose text is ``text``: the libraries its
+        top-level imports name that the worker holds nothing of, as pending. Its job
+        would import them, and report them for the worker to import again; imported
+        first here, the job finds them. Not the standard library, torch, or a name a
+        file or folder of ``folders`` (the file's own, its project's) would shadow:
+        the job would import that, as Python does."""
+        if not ENABLED:
+            return
+        for name in predicted_imports(text)[:MAX_PENDING]:
+            top = _top(name)
+            if top in sys.modules or top in self.refused or top in sys.stdlib_module_names:
+                continue
+            if any(os.path.exists(os.path.join(folder, top + ".py")) or os.path.isdir(os.path.join(folder, top)) for folder in folders):
+                continue
+            self.pending.setdefault(name, "")
 
     @property
     def new_libraries(self) -> bool:
         """Whether a pending module is of a library the worker holds nothing of yet
         (its top-level module is not imported here): what a batch waits for."""
-        return any(name.partition(".")[0] not in sys.modules and name.partition(".")[0] not in self.refused for name in self.pending)
+        return any(_top(name) not in sys.modules and _top(name) not in self.refused for name in self.pending)
 
     def step(self, interrupted: Callable[[], bool], new_only: bool = False) -> str | None:
         """Import pending modules until done or ``interrupted()``; then tell the pool
@@ -281,13 +327,13 @@ class Preloader:
         # once a library is done (~0.15 s), not after each of its modules.
         groups: dict[str, list[tuple[str, str]]] = {}
         for name, expected in self.pending.items():
-            groups.setdefault(name.partition(".")[0], []).append((name, expected))
+            groups.setdefault(_top(name), []).append((name, expected))
         held = {top: group for top, group in groups.items() if new_only and top in sys.modules}
         self.pending = {name: expected for top, group in groups.items() if top not in held for name, expected in group}
         current: str | None = None  # the library imported since the last comparison
         try:
             while True:
-                top = next(iter(self.pending)).partition(".")[0] if self.pending and not interrupted() else None
+                top = _top(next(iter(self.pending))) if self.pending and not interrupted() else None
                 if current is not None and top != current:
                     why = _changes_seen(self.seen, current)
                     if why is not None:
@@ -314,14 +360,14 @@ class Preloader:
                 before_modules = set(sys.modules)
                 before = interpreter()
                 since_ns = time.time_ns()
-                ok = self._import(name, expected)
+                got = self._import(name, expected)
                 why = unsafe(before, interpreter())
                 if why is not None:
                     self._refuse(top, why, file, state)
                     return why
-                if ok:
+                if got is not None:
                     imported += 1
-                    self.modules.setdefault(top, []).append(name)
+                    self.modules.setdefault(top, []).append(got)
                 self._watch(libraries.new_library_modules(before_modules, None), since_ns)
         finally:
             gc.enable()
@@ -346,21 +392,38 @@ class Preloader:
             self._tell()  # also tells the pool that the import it was told of is over
         return None
 
-    def _import(self, name: str, expected: str) -> bool:
-        """Import ``name`` if it is the library module the job imported; whether it was."""
+    def _import(self, name: str, expected: str) -> str | None:
+        """Import ``name`` if it is the library module the job imported; the module
+        imported (the record keeps it), None if none was. ``a:b`` (``predict``): the
+        module ``a.b`` if there is one, else ``a``'s name ``b``, whose module is then
+        the one that defines it."""
+        module_name, _, attribute = name.partition(":")
         try:
-            spec = importlib.util.find_spec(name)
+            spec = importlib.util.find_spec(module_name)
             origin = os.path.realpath(spec.origin) if spec is not None and spec.origin and spec.has_location else None
             if origin is None or not libraries.is_library_file(origin, None) or (expected and origin != expected):
                 log.debug("not preloading %s: it is not the installed module a job imported", name)
-                return False
-            importlib.import_module(name)
-            return True
+                return None
+            module = importlib.import_module(module_name)
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001 - an import that fails costs only its jobs the import
             log.info("not preloading %s: its import raised %s: %s", name, type(e).__name__, e)
-            return False
+            return None
+        if not attribute:
+            return module_name
+        try:
+            if hasattr(module, "__path__") and importlib.util.find_spec(f"{module_name}.{attribute}") is not None:
+                importlib.import_module(f"{module_name}.{attribute}")
+                return f"{module_name}.{attribute}"
+            defined_in = getattr(getattr(module, attribute, None), "__module__", None)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - the job asks for the name itself, and sees what happens
+            log.info("preloaded %s, not its %s: that raised %s: %s", module_name, attribute, type(e).__name__, e)
+            return module_name
+        ours = isinstance(defined_in, str) and defined_in.partition(".")[0] == module_name.partition(".")[0] and defined_in in sys.modules
+        return defined_in if ours and isinstance(defined_in, str) else module_name
 
     def _refuse(self, library: str, reason: str, file: str, state: str) -> None:
         self.refused[library] = reason

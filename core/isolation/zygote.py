@@ -35,7 +35,7 @@ import time
 from types import FrameType
 
 from exportlens.core.isolation import capabilities, fakecache
-from exportlens.core.isolation.attempts import run_request
+from exportlens.core.isolation.attempts import read_model, run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -230,9 +230,16 @@ class Zygote:
         earlier jobs imported that the worker holds nothing of yet, as ``idle_work``
         would, since a batch leaves the worker no idle moment and each of its jobs
         would import them again. More modules of a library it holds wait for an idle
-        moment (``Preloader.step``'s ``new_only``). Whether the worker retires for it
-        (the request, not started, goes to the next worker)."""
-        if self.queue[0].id not in self.batch or not self.preloader.new_libraries:
+        moment (``Preloader.step``'s ``new_only``). The libraries the next file's own
+        top-level imports name count too (``Preloader.predict``): else the first job
+        of each worker imports them, and the worker again after it. Whether the worker
+        retires for it (the request, not started, goes to the next worker)."""
+        if self.queue[0].id not in self.batch:
+            return False
+        request = self.queue[0]
+        text = request.source if request.source is not None else read_model(request.path)
+        self.preloader.predict(text, tuple(dict.fromkeys(f for f in (os.path.dirname(request.path), request.root) if f)))
+        if not self.preloader.new_libraries:
             return False
         mark(f"zygote: preloading before request {self.queue[0].id}, of a batch")
         self.forks.drop_standby()  # it would lack what is imported now
