@@ -89,15 +89,9 @@ def expand_by_selecting(browser, label: str, shot: Path) -> tuple[float, float |
     Alt+click on its result: Model Explorer expands the layers that hold it and lays
     them out): seconds to the selection and to a redrawn canvas, and the node's id."""
     before = browser.screenshot(str(shot))
-    browser.js(
-        "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
-        f" i.value = {label!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
-    )
-    found = f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
-    browser.wait("search results", lambda: browser.js(f"!!{found}"), timeout=120)
-    browser.js("window.__exportlensSelected = null")
+    found = browser.search_result(label)
     started = time.perf_counter()
-    browser.js(f"{found}.dispatchEvent(new MouseEvent('click', {{bubbles: true, altKey: true}}))")
+    browser.alt_click(found)
     selected = browser.wait("the node selected", lambda: browser.js("window.__exportlensSelected"), timeout=120)
     chosen = time.perf_counter() - started
     try:

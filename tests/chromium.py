@@ -157,6 +157,24 @@ class Browser:
             f.write(data)
         return data
 
+    def search_result(self, label: str) -> str:
+        """Type ``label`` into Model Explorer's search and wait for its result: the
+        JavaScript expression of the result's element. ``window.__exportlensSelected``
+        is cleared, so the next selection is the one a click on it makes (Alt+click:
+        Model Explorer selects the node and expands the layers that hold it)."""
+        self.js(
+            "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
+            f" i.value = {label!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
+        )
+        found = f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
+        self.wait("search results", lambda: self.js(f"!!{found}"), timeout=120)
+        self.js("window.__exportlensSelected = null")
+        return found
+
+    def alt_click(self, element: str) -> None:
+        """Alt+click the element the JavaScript expression ``element`` names."""
+        self.js(f"{element}.dispatchEvent(new MouseEvent('click', {{bubbles: true, altKey: true}}))")
+
     def close(self) -> None:
         try:
             self.ws.close()

@@ -235,14 +235,7 @@ def _expand_by_selecting(b, label: str) -> str:  # type: ignore[no-untyped-def]
     b.wait("the graph view", lambda: "op node count" in b.text(), timeout=180)
     b.wait("a picture", lambda: _not_blank(b.screenshot(str(ARTIFACTS / "stack.png"))) > 0.005, timeout=180)
     before = b.screenshot(str(ARTIFACTS / "stack.png"))
-    b.js(
-        "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
-        f" i.value = {label!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
-    )
-    found = f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
-    b.wait("search results", lambda: b.js(f"!!{found}"), timeout=120)
-    b.js("window.__exportlensSelected = null")
-    b.js(f"{found}.dispatchEvent(new MouseEvent('click', {{bubbles: true, altKey: true}}))")
+    b.alt_click(b.search_result(label))
     b.wait("the node selected", lambda: b.js("window.__exportlensSelected"), timeout=180)
     b.wait("the expanded layers drawn", lambda: b.screenshot(str(ARTIFACTS / "stack-expanded.png")) != before, timeout=300)
     return b.text()

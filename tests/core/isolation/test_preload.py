@@ -110,6 +110,16 @@ def export(pool: WorkerPool, model: Path, id: int) -> FileResult:
     return result
 
 
+def batch(models: list[Path], cache: Path) -> tuple[int, list[FileResult], Path]:
+    """The models checked as one batch (``Export.more``) on a one-worker fork pool: the
+    worker's pid, the results, the preload record's path."""
+    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
+    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
+        pool.wait_ready()
+        (worker,) = pool.worker_pids()
+        return worker, list(pool.run(requests)), pool.record
+
+
 def width_of(result: FileResult) -> int:
     [target] = result.targets
     assert target.status == "ok", result.diagnostics
@@ -182,16 +192,12 @@ def test_a_batch_imports_a_library_once_before_its_next_jobs(site: Site, cache: 
     # Imported where the worker cannot foresee it (inside a try): the first job imports it.
     guarded = "try:\n    import slowlib\nexcept ImportError:\n    raise"
     models = [project(tmp_path / name, [], width="slowlib.WIDTH", code=guarded) for name in "abc"]
-    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
-    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
-        pool.wait_ready()
-        (worker,) = pool.worker_pids()
-        results = list(pool.run(requests))
-        assert [width_of(r) for r in results] == [3, 3, 3]
-        [first, *rest] = site.importers("slowlib")
-        assert first != worker
-        assert rest == [worker], site.imports()  # the first job, then the worker: no later job
-        assert all(r.libraries == (str(tmp_path / "site" / "slowlib" / "__init__.py"),) for r in results[1:])
+    worker, results, _ = batch(models, cache)
+    assert [width_of(r) for r in results] == [3, 3, 3]
+    [first, *rest] = site.importers("slowlib")
+    assert first != worker
+    assert rest == [worker], site.imports()  # the first job, then the worker: no later job
+    assert all(r.libraries == (str(tmp_path / "site" / "slowlib" / "__init__.py"),) for r in results[1:])
 
 
 def test_a_batch_imports_what_its_first_file_imports_before_its_first_job(site: Site, cache: Path, tmp_path: Path) -> None:
@@ -208,19 +214,15 @@ def test_a_batch_imports_what_its_first_file_imports_before_its_first_job(site: 
     code = "from lazylib import Width\n\n\ndef _later():\n    import laterlib\n\n\n_later()"
     files = {"shadowed.py": "import os\nwith open(os.environ['IMPORT_LOG'], 'a') as f:\n    f.write(f'project-shadowed {os.getpid()} {__file__}\\n')\n"}
     models = [project(tmp_path / name, ["slowlib", "shadowed"], width="Width.WIDTH", files=files, code=code) for name in "abc"]
-    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
-    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
-        pool.wait_ready()
-        (worker,) = pool.worker_pids()
-        results = list(pool.run(requests))
-        assert [width_of(r) for r in results] == [3, 3, 3]
-        imports = site.imports()
+    worker, results, record = batch(models, cache)
+    assert [width_of(r) for r in results] == [3, 3, 3]
+    imports = site.imports()
     assert site.importers("slowlib") == [worker], imports
     assert site.importers("lazylib") == [worker] and site.importers("lazylib._impl") == [worker], imports
     assert worker not in site.importers("shadowed") and len(site.importers("project-shadowed")) == 3, imports
     [job, *rest] = site.importers("laterlib")
     assert job != worker and rest == [worker], imports  # the first job, then the worker before the next
-    assert preload_record.read(pool.record).libraries["lazylib"].modules == ["lazylib._impl"]
+    assert preload_record.read(record).libraries["lazylib"].modules == ["lazylib._impl"]
 
 
 def test_a_batch_leaves_more_modules_of_a_library_it_holds_to_the_jobs_that_import_them(site: Site, cache: Path, tmp_path: Path) -> None:
@@ -236,13 +238,9 @@ def test_a_batch_leaves_more_modules_of_a_library_it_holds_to_the_jobs_that_impo
     # Imported inside a function, where the worker cannot foresee it (``predict``).
     load = "def _load():\n    global fam\n    import fam.{sub}\n\n\n_load()"
     models = [project(tmp_path / sub, [], width=f"fam.{sub}.WIDTH", code=load.format(sub=sub)) for sub in "bcde"]
-    requests = [ExportRequest(id=i, path=str(m), root=str(m.parent), limits=ROOMY) for i, m in enumerate(models)]
-    with WorkerPool(1, preload_dir=cache, start_method=FORK) as pool:
-        pool.wait_ready()
-        (worker,) = pool.worker_pids()
-        results = list(pool.run(requests))
-        assert [width_of(r) for r in results] == [3, 3, 3, 3]
-        imports = [(name, pid == worker) for name, pid, _ in site.imports()]
+    worker, results, _ = batch(models, cache)
+    assert [width_of(r) for r in results] == [3, 3, 3, 3]
+    imports = [(name, pid == worker) for name, pid, _ in site.imports()]
     # The library, new to the worker, is preloaded before the second job (no later job imports it) ...
     [first, *rest] = site.importers("fam")
     assert first != worker and rest == [worker], imports
