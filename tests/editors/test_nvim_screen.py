@@ -51,6 +51,9 @@ def test_hints_lens_and_a_quick_fix_on_screen(tmp_path: Path) -> None:
         COLORTERM="truecolor",
         EXPORTLENS_NVIM_PLUGIN=str(PLUGIN),
         EXPORTLENS_NVIM_PYTHON=sys.executable,
+        # Each hint answer comes after a redraw (tests/editors/nvim/init.lua): the order
+        # a loaded machine can give, in which Neovim's own refresh handler shows no hint.
+        EXPORTLENS_NVIM_REDRAW_BEFORE_HINTS="1",
         **isolated_env(tmp_path),
     )
     # The test init (plugin on the runtimepath, the exportlens config) and a setting

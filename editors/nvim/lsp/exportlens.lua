@@ -57,5 +57,9 @@ return {
     ['workspace/codeLens/refresh'] = function(...)
       return require('exportlens.features').on_codelens_refresh(...)
     end,
+    -- Neovim's own handler can leave the new hints undrawn (lua/exportlens/features.lua).
+    ['workspace/inlayHint/refresh'] = function(...)
+      return require('exportlens.features').on_inlay_hint_refresh(...)
+    end,
   },
 }

@@ -71,3 +71,16 @@ features.on_codelens_refresh = function(err, result, ctx)
   table.insert(harness.events.lens_refreshes, { client_id = ctx.client_id })
   return on_refresh(err, result, ctx)
 end
+
+-- The screen test's worst case of a loaded machine, made certain: the whole screen is
+-- redrawn before each answer to a hint request is handled, as a diagnostic or a lens
+-- drawn between the server's `workspace/inlayHint/refresh` and the answer does. With
+-- Neovim's own refresh handler the answer's hints were then never drawn (neovim#26511);
+-- the plugin's handler (lua/exportlens/features.lua) is what makes them show.
+if vim.env.EXPORTLENS_NVIM_REDRAW_BEFORE_HINTS == '1' then
+  local on_hints = vim.lsp.handlers['textDocument/inlayHint']
+  vim.lsp.handlers['textDocument/inlayHint'] = function(...)
+    vim.cmd('redraw!')
+    return on_hints(...)
+  end
+end

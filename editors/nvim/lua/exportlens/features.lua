@@ -4,8 +4,9 @@
 --- handlers for the lens commands, whose results a user must see (Neovim's default
 --- `workspace/executeCommand` handler drops them).
 ---
---- Neovim asks for inlay hints itself once enabled (and on the server's
---- `workspace/inlayHint/refresh`); code lenses it only fetches when asked, so the
+--- Neovim asks for inlay hints itself once enabled; the server's
+--- `workspace/inlayHint/refresh` is handled here (Neovim's own handler can leave the new
+--- hints undrawn); code lenses it only fetches when asked, so the
 --- plugin asks on attach and whenever the server sends `workspace/codeLens/refresh`
 --- (which lsp/exportlens.lua advertises support for and routes here).
 
@@ -81,6 +82,33 @@ function M.on_codelens_refresh(err, result, ctx)
     vim.schedule(function()
       M.refresh_lenses(client)
     end)
+  end
+  return vim.NIL
+end
+
+--- Handler of the server's `workspace/inlayHint/refresh` request: every loaded buffer
+--- of the client whose hints are on asks for them again, from a clean slate.
+---
+--- Neovim's own handler keeps, per line, the version whose hints it last drew, and its
+--- answer handler does not clear that: when the screen is redrawn between the refresh
+--- and the answer (a diagnostic or a lens drawn meanwhile, as on a loaded machine), the
+--- line is marked drawn with the old hints and the answer's are never shown
+--- (neovim#26511: an export finishing after the file was opened left its hints unseen).
+--- Enabling a buffer's hints again resets that state, so nothing is marked drawn until
+--- the answer is in; the hints already on screen stay until it replaces them.
+---@param ctx lsp.HandlerContext
+---@return vim.NIL
+function M.on_inlay_hint_refresh(err, _, ctx)
+  if err or not vim.lsp.inlay_hint then
+    return vim.NIL
+  end
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if client then
+    for bufnr in pairs(client.attached_buffers or {}) do
+      if vim.api.nvim_buf_is_loaded(bufnr) and vim.lsp.inlay_hint.is_enabled({ bufnr = bufnr }) then
+        vim.lsp.inlay_hint.enable(true, { bufnr = bufnr })
+      end
+    end
   end
   return vim.NIL
 end
