@@ -209,7 +209,8 @@ def _run_e2e(kit: dict[str, str], vsix: Path, name: str, **config: Any) -> dict[
     assert lines, _tail(proc)
     result: dict[str, Any] = json.loads(lines[-1])
     assert result["ok"] and proc.returncode == 0, (
-        f"{result['error']}\nsteps: {result['steps']}\nexportlens output (end):\n{result['output'][-3000:]}\n"
+        f"{result['error']}\nsteps: {result['steps']}\nthe workbench at the failure: {result.get('ui')}\n"
+        f"exportlens output (end):\n{result['output'][-3000:]}\n"
         f"stderr:\n{proc.stderr[-3000:]}\nscreenshots: {result['screenshots']}"
     )
     return result

@@ -35,7 +35,7 @@ const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
 const result = {
     ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
     hints: {}, hintsOff: '', lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
-    output: '', screenshots: [], picture: {}, error: null,
+    output: '', screenshots: [], picture: {}, ui: null, error: null,
 };
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
 const started = Date.now();
@@ -223,6 +223,38 @@ async function runCommand(page, title) {
     const row = page.locator('.quick-input-widget .monaco-list-row.focused', { hasText: title }).first();
     await row.waitFor({ state: 'visible', timeout: UI_WAIT });
     await page.keyboard.press('Enter');
+    // Accepted, the palette closes: one still open (or its input gone before Enter, the
+    // key then typed elsewhere) is told apart from a command that ran and did nothing.
+    await page
+        .locator('.quick-input-widget')
+        .first()
+        .waitFor({ state: 'hidden', timeout: UI_WAIT })
+        .catch(() => {
+            throw new Error(`the command palette still shows after Enter on "${title}"`);
+        });
+}
+
+/** What the workbench shows, for the error of a failed run (no screenshot needed). */
+async function workbenchState(page) {
+    return page.evaluate(() => {
+        const shown = (el) => !!el && el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+        const text = (el) => (el ? el.textContent.replace(/\u00a0/g, ' ').trim().slice(0, 300) : null);
+        const active = document.activeElement;
+        const quick = document.querySelector('.quick-input-widget');
+        const panel = document.querySelector('.part.panel');
+        return {
+            focus: active ? `${active.tagName.toLowerCase()}.${String(active.className).split(' ').join('.')}` : null,
+            palette: shown(quick)
+                ? { value: quick.querySelector('input')?.value ?? null, focusedRow: text(quick.querySelector('.monaco-list-row.focused')) }
+                : null,
+            panel: shown(panel)
+                ? { title: text(panel.querySelector('.composite.title .action-item.checked, .composite.title .title-label')), outputView: shown(panel.querySelector('.output-view')) }
+                : null,
+            tabs: Array.from(document.querySelectorAll('.tabs-container .tab'), (t) => (t.getAttribute('aria-label') ?? text(t)) + (t.classList.contains('dirty') ? ' (unsaved)' : '')),
+            notifications: Array.from(document.querySelectorAll('.notification-toast .notification-list-item-message'), text),
+            dialogs: Array.from(document.querySelectorAll('.monaco-dialog-box'), text),
+        };
+    });
 }
 
 async function openFile(page, name) {
@@ -1102,6 +1134,7 @@ async function main() {
             const [page] = browser.contexts().flatMap((c) => c.pages());
             if (page) {
                 await screenshot(page, 'vscode-failure.png').catch(() => undefined);
+                result.ui = await workbenchState(page).catch((e) => `unreadable: ${e}`);
                 result.output = result.output || (await outputText(page, profile).catch(() => ''));
             }
         }
