@@ -248,7 +248,7 @@ async function workbenchState(page) {
                 ? { value: quick.querySelector('input')?.value ?? null, focusedRow: text(quick.querySelector('.monaco-list-row.focused')) }
                 : null,
             panel: shown(panel)
-                ? { title: text(panel.querySelector('.composite.title .action-item.checked, .composite.title .title-label')), outputView: shown(panel.querySelector('.output-view')) }
+                ? { title: text(panel.querySelector('.composite.title .action-item.checked, .composite.title .title-label')), outputViews: Array.from(panel.querySelectorAll('.output-view'), shown) }
                 : null,
             tabs: Array.from(document.querySelectorAll('.tabs-container .tab'), (t) => (t.getAttribute('aria-label') ?? text(t)) + (t.classList.contains('dirty') ? ' (unsaved)' : '')),
             notifications: Array.from(document.querySelectorAll('.notification-toast .notification-list-item-message'), text),
@@ -308,8 +308,9 @@ async function outputText(page, profile) {
 /** "exportlens: Show Output" must bring up the Output panel on the exportlens channel. */
 async function waitForOutputPanel(page) {
     step('wait for the Output panel on the exportlens channel');
-    await page.locator('.part.panel .output-view').first().waitFor({ state: 'visible', timeout: UI_WAIT });
-    const select = page.locator('.part.panel select[aria-label="Switch Output"]').first();
+    // The visible one: the workbench may keep another, hidden, instance of a view.
+    await page.locator('.part.panel .output-view:visible').first().waitFor({ state: 'visible', timeout: UI_WAIT });
+    const select = page.locator('.part.panel select[aria-label="Switch Output"]:visible').first();
     const end = Date.now() + UI_WAIT;
     while ((await select.inputValue().catch(() => '')) !== 'exportlens') {
         if (Date.now() > end) {
