@@ -201,9 +201,7 @@ def _launch(argv: list[str], env: dict[str, str], request_r: int, passed: tuple[
         finally:
             os.set_inheritable(passed[-1], False)  # the dump's fd stays the worker's; the pipes' ends are closed
     if sys.platform == "win32":  # handles, not fds, are inherited: only those listed
-        import msvcrt
-
-        handles = [msvcrt.get_osfhandle(fd) for fd in passed]
+        handles = _channel_numbers(passed)
         for handle in handles:
             os.set_handle_inheritable(handle, True)
         try:
