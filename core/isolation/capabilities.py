@@ -24,10 +24,13 @@ at import (``tests/core/isolation/test_imports_without_posix.py``):
 - ``DUMP_SIGNAL``: ``faulthandler.register`` and ``SIGUSR1``, by which the worker asks a
   job for its stack before killing it for its timeout or its memory; without them a
   hung job is killed with no stack, and its diagnostic points at its target's line.
+- ``WAKEUP_PIPE``: a signal (SIGTERM) wakes the worker through a pipe given to
+  ``signal.set_wakeup_fd``, which on Windows takes a socket only; without it the worker
+  waits in slices and sees the signal's handler at the next (``zygote.SIGNAL_POLL_S``).
 - ``PROCESS_GROUPS`` (``os.setpgid``) and ``WAITPID`` (``os.waitpid`` on any child):
   POSIX's; Windows ends a job's tree with ``taskkill`` (``procs.signal_group``).
 
-``EXPORTLENS_SUPERVISION=portable`` withholds select, /proc, prctl and the first four
+``EXPORTLENS_SUPERVISION=portable`` withholds select, /proc, prctl and the first five
 of those on Linux, so that the paths
 macOS and Windows take run here, in the suite (``tests/core/isolation/test_portable.py``,
 and the whole suite with the variable set). ``EXPORTLENS_PROC_ROOT`` points the
@@ -82,6 +85,7 @@ POSIX_SPAWN = hasattr(os, "posix_spawn") and not PORTABLE
 PREAD = hasattr(os, "pread") and not PORTABLE
 RESOURCE = importable("resource") and not PORTABLE  # imported here, so a job's later import costs nothing
 DUMP_SIGNAL = hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1") and not PORTABLE
+WAKEUP_PIPE = os.name == "posix" and not PORTABLE
 PROCESS_GROUPS = hasattr(os, "setpgid")
 WAITPID = hasattr(os, "WNOHANG")
 
@@ -125,6 +129,8 @@ def describe() -> list[str]:
         lines.append(f"no posix_spawn{forced}: a spawned job is started, waited on and killed through subprocess.Popen")
     if not DUMP_SIGNAL:
         lines.append(f"no faulthandler.register or SIGUSR1{forced}: a hung job's stack is not dumped; its timeout points at its target's line")
+    if not WAKEUP_PIPE:
+        lines.append(f"no signal wake-up pipe{forced}: a SIGTERM is seen within a slice of the worker's wait")
     if not PREAD:
         lines.append(f"no os.pread{forced}: a job's stack dump is read by seeking")
     if not RESOURCE:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -381,3 +382,21 @@ def test_a_stack_dump_is_read_from_its_start_with_or_without_pread(monkeypatch: 
     assert forking.read_head(fd, 39) == b"Fatal Python error: Segmentation fault\n"
     assert len(forking.read_head(fd, 1 << 20)) == 3900
     os.close(fd)
+
+
+def test_without_a_wake_up_pipe_a_waiting_worker_leaves_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """Windows's ``signal.set_wakeup_fd`` takes no pipe: the worker then waits in slices
+    (``zygote.SIGNAL_POLL_S``) and its SIGTERM handler ends it as ``Exit`` would, exit code
+    0, its spawned standby taken along -- not the signal's default death."""
+    log = tmp_path / "worker.log"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(capabilities.ENV, "portable")
+        patch.setattr(capabilities, "SELECT_PIPES", False)
+        with WorkerPool(1, log_path=log, start_method=StartMethod("spawn", "the test")) as pool:
+            pool.wait_ready()
+            [worker] = [w for w in pool._workers if w.proc.pid in pool.worker_pids()]
+            [result] = pool.run([request(60, "clean")])  # a job ran; its standby is started after
+            assert result.targets[0].status == "ok"
+            os.kill(worker.proc.pid, signal.SIGTERM)
+            assert worker.proc.wait(timeout=120) == 0
+    assert "no signal wake-up pipe ($EXPORTLENS_SUPERVISION=portable)" in log.read_text(errors="replace")
