@@ -13,7 +13,25 @@ Three things the supervision uses are not everywhere:
 - Linux's ``prctl``: the worker as a child subreaper (``reaper``) and a job that dies
   with its worker (``PR_SET_PDEATHSIG``, ``jobprocess.die_with``).
 
-``EXPORTLENS_SUPERVISION=portable`` withholds all three on Linux, so that the paths
+And what POSIX has that Windows does not, each a flag here so that no module names it
+at import (``tests/core/isolation/test_imports_without_posix.py``):
+
+- ``POSIX_SPAWN``: a spawned job (``spawning``) is started with ``os.posix_spawn``;
+  without it, with ``subprocess.Popen``, and waited on and killed through that
+  ``Popen`` (``procs.adopt``): on Windows a pid is no child to ``os.waitpid``.
+- ``PREAD``: a job's stack dump is read back with ``os.pread``; without it, by seeking.
+- ``RESOURCE``: the ``resource`` module (a job's page-fault count, for hot pages).
+- ``DUMP_SIGNAL``: ``faulthandler.register`` and ``SIGUSR1``, by which the worker asks a
+  job for its stack before killing it for its timeout or its memory; without them a
+  hung job is killed with no stack, and its diagnostic points at its target's line.
+- ``WAKEUP_PIPE``: a signal (SIGTERM) wakes the worker through a pipe given to
+  ``signal.set_wakeup_fd``, which on Windows takes a socket only; without it the worker
+  waits in slices and sees the signal's handler at the next (``zygote.SIGNAL_POLL_S``).
+- ``PROCESS_GROUPS`` (``os.setpgid``) and ``WAITPID`` (``os.waitpid`` on any child):
+  POSIX's; Windows ends a job's tree with ``taskkill`` (``procs.signal_group``).
+
+``EXPORTLENS_SUPERVISION=portable`` withholds select, /proc, prctl and the first five
+of those on Linux, so that the paths
 macOS and Windows take run here, in the suite (``tests/core/isolation/test_portable.py``,
 and the whole suite with the variable set). ``EXPORTLENS_PROC_ROOT`` points the
 ``/proc`` reads elsewhere (an empty folder: a platform without ``/proc``). Both are
@@ -23,7 +41,10 @@ Torch-free.
 
 from __future__ import annotations
 
+import faulthandler
+import importlib
 import os
+import signal
 import sys
 from typing import IO
 
@@ -50,6 +71,23 @@ PORTABLE = portable()
 SELECT_PIPES = os.name == "posix" and not PORTABLE
 PROC_ROOT = find_proc_root(PORTABLE)
 PRCTL = sys.platform.startswith("linux") and not PORTABLE
+
+
+def importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
+POSIX_SPAWN = hasattr(os, "posix_spawn") and not PORTABLE
+PREAD = hasattr(os, "pread") and not PORTABLE
+RESOURCE = importable("resource") and not PORTABLE  # imported here, so a job's later import costs nothing
+DUMP_SIGNAL = hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1") and not PORTABLE
+WAKEUP_PIPE = os.name == "posix" and not PORTABLE
+PROCESS_GROUPS = hasattr(os, "setpgid")
+WAITPID = hasattr(os, "WNOHANG")
 
 
 def proc_open(relative: str, buffering: int = -1) -> IO[bytes]:
@@ -87,4 +125,14 @@ def describe() -> list[str]:
         )
     if not PRCTL:
         lines.append(f"no prctl{forced}: orphans of a job go to init, not the worker; a job outlives a worker killed with SIGKILL")
+    if not POSIX_SPAWN:
+        lines.append(f"no posix_spawn{forced}: a spawned job is started, waited on and killed through subprocess.Popen")
+    if not DUMP_SIGNAL:
+        lines.append(f"no faulthandler.register or SIGUSR1{forced}: a hung job's stack is not dumped; its timeout points at its target's line")
+    if not WAKEUP_PIPE:
+        lines.append(f"no signal wake-up pipe{forced}: a SIGTERM is seen within a slice of the worker's wait")
+    if not PREAD:
+        lines.append(f"no os.pread{forced}: a job's stack dump is read by seeking")
+    if not RESOURCE:
+        lines.append(f"no resource module{forced}: a job's page faults are not counted (no hot pages learned)")
     return lines

@@ -64,14 +64,15 @@ def signal_text(sig: int) -> str:
     return f"{name} ({desc.lower()})" if desc else name
 
 
-def exit_text(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
+def exit_text(code: int) -> str:
+    """How a job process ended, from its exit code as ``subprocess`` gives it (``procs.exit_code``):
+    negative for the signal that ended it."""
+    if code < 0:
+        sig = -code
         text = f"with {signal_text(sig)}"
-        if sig == signal.SIGKILL:
+        if sig == getattr(signal, "SIGKILL", None):
             text += " (killed from outside, perhaps the system ran out of memory)"
         return text
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
     if code == 70:
         return "with exit code 70 (an internal exportlens error; see the output below)"
     return f"with exit code {code} (os._exit or a native library ended the process)"

@@ -21,11 +21,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
-from exportlens.core.isolation import hotpages
+from exportlens.core.isolation import capabilities, hotpages
 from exportlens.core.isolation.jobprocess import child_main, die_with
 from exportlens.core.isolation.messages import Export, StandbyWarm, encode, write_frame
 from exportlens.core.isolation.pipes import Tail, drain
-from exportlens.core.isolation.procs import kill_group, signal_group
+from exportlens.core.isolation.procs import exit_code, kill_group, signal_group
 from exportlens.core.isolation.standby import standby_main
 from exportlens.core.isolation.waiting import read_within
 from exportlens.core.model.request import ExportRequest
@@ -106,7 +106,7 @@ class Forker:
             self.record_fd = os.memfd_create("exportlens-hot-pages")
         request_r, request_w = os.pipe()
         hot, record_fd = self.hot, self.record_fd
-        learn_fd = os.memfd_create("exportlens-copied-pages") if hot else -1
+        learn_fd = os.memfd_create("exportlens-copied-pages") if hot and capabilities.RESOURCE else -1
         theirs = (busy.events_r, busy.output_r, busy.dump_fd) if busy else ()
 
         def child(events_w: int, output_w: int, dump_fd: int) -> None:
@@ -196,11 +196,11 @@ class Forker:
 
     def reap_dead(self) -> None:
         """Reap the killed processes that are gone by now; the others stay in ``dying``."""
-        for pid in list(self.dying):
+        for pid in list(self.dying):  # forked or spawned (``procs.exit_code`` waits on either)
             try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
+                done = exit_code(pid) is not None
             except ChildProcessError:
-                done = pid
+                done = True
             if done:
                 self.dying.discard(pid)
 
@@ -281,9 +281,26 @@ def close_job(job: Job, tail: Tail) -> str:
     for fd in (job.events_r, job.output_r):
         os.close(fd)
     size = os.fstat(job.dump_fd).st_size
-    dump = os.pread(job.dump_fd, min(size, DUMP_READ_MAX), 0).decode("utf-8", "replace")
+    dump = read_head(job.dump_fd, min(size, DUMP_READ_MAX)).decode("utf-8", "replace")
     os.close(job.dump_fd)
     return dump
+
+
+def read_head(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of the file ``fd``: by ``os.pread``, or where there is
+    none (Windows, ``capabilities.PREAD``) by seeking to its start (the job that wrote
+    at the offset they share is gone)."""
+    if capabilities.PREAD:
+        return os.pread(fd, size, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks: list[bytes] = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def _ready(events_r: int, wait_s: float = 0.0) -> bool:

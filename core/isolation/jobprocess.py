@@ -14,13 +14,12 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
-import resource
 import signal
 import sys
 import traceback
 from array import array
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 from exportlens.core.isolation import capabilities, fakecache, hotpages
 from exportlens.core.isolation.capabilities import proc_text
@@ -29,13 +28,18 @@ from exportlens.core.isolation.messages import (
     FromJob,
     Imported,
     JobResult,
+    TargetBegins,
+    TargetsFound,
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.trace import mark
 
-DUMP_SIGNAL = signal.SIGUSR1  # faulthandler dumps the stack on it before a kill
+# faulthandler dumps the stack on it before a kill; none on Windows (``capabilities``)
+DUMP_SIGNAL = signal.SIGUSR1 if capabilities.DUMP_SIGNAL else None
+# Without it, the job dumps its own stack this long before its time is up (``_dump_before_timeout``).
+DUMP_AHEAD_S = 0.3
 PR_SET_PDEATHSIG = 1
 MAX_IMPORTED = 5000  # library modules one job reports to its worker
 BAD_FORK_STAND_IN = "EXPORTLENS_STAND_IN_CUDA_BAD_FORK"
@@ -68,7 +72,8 @@ def child_main(
     mark(f"job: request {request.id} starts")
     before = set(sys.modules)
     try:
-        os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
+        if capabilities.PROCESS_GROUPS:  # Windows: its tree is ended by taskkill (``procs``)
+            os.setpgid(0, 0)  # its own group, so a kill also takes any grandchildren
         try:  # be the OOM killer's first choice (``die_with`` made it die with the zygote)
             with proc_text("self/oom_score_adj", "w") as f:
                 f.write("1000")
@@ -78,7 +83,8 @@ def child_main(
         os.dup2(output_fd, 2)
         os.close(output_fd)
         faulthandler.enable(file=dump_fd, all_threads=True)
-        faulthandler.register(DUMP_SIGNAL, file=dump_fd, all_threads=True)
+        if DUMP_SIGNAL is not None:
+            faulthandler.register(DUMP_SIGNAL, file=dump_fd, all_threads=True)
         _dump_before_exit(dump_fd)
         import torch
 
@@ -92,8 +98,11 @@ def child_main(
 
         from exportlens.core.export.job import run_job
 
-        def emit(message: FromJob) -> None:
+        def write(message: FromJob) -> None:
             write_frame(events_fd, message)
+
+        # Where there is no signal to ask for its stack with, the job leaves it itself.
+        emit = write if DUMP_SIGNAL is not None else _dump_before_timeout(write, dump_fd, request.limits.timeout_s)
 
         result = run_job(request, emit)
         mark("job: result built")
@@ -107,6 +116,8 @@ def child_main(
         # Flushed before the result, not after: the worker keeps the output that is
         # in the pipe when the result arrives, and kills the job right away.
         _flush()
+        if DUMP_SIGNAL is None:
+            faulthandler.cancel_dump_traceback_later()
         emit(JobResult(result))
         mark("job: result written")
     except BaseException:  # run_job handles the user's errors; this is our own bug
@@ -117,6 +128,29 @@ def child_main(
         exit_now(code)
 
 
+def _dump_before_timeout(emit: Callable[[FromJob], None], dump_fd: int, timeout_s: float) -> Callable[[FromJob], None]:
+    """Where the worker has no signal to ask a job for its stack before killing it for
+    its timeout (Windows; ``capabilities.DUMP_SIGNAL``), the job writes it itself, from
+    faulthandler's watchdog thread, ``DUMP_AHEAD_S`` before the worker's clock runs out:
+    armed now and again at each event that restarts that clock (``supervise``), each
+    time over a dump nobody needed (the target before finished in time). Without
+    ``/proc`` that clock is the wall clock, as the watchdog's is. Memory is not watched
+    there, so only a timeout kills a job. The ``emit`` to use instead."""
+
+    def arm() -> None:
+        os.ftruncate(dump_fd, 0)
+        os.lseek(dump_fd, 0, os.SEEK_SET)
+        faulthandler.dump_traceback_later(max(timeout_s - DUMP_AHEAD_S, 0.05), file=dump_fd)
+
+    def emit_and_arm(message: FromJob) -> None:
+        emit(message)
+        if isinstance(message, (TargetsFound, TargetBegins)):
+            arm()
+
+    arm()  # the clock started with the job (a spawned one: once it said it is warm)
+    return emit_and_arm
+
+
 def _teach(learning: Learning) -> None:
     """Write the runs of pages this job copied to the zygote's memfd, when it copied
     enough for that to be worth the ~7 ms (``hotpages.LEARN_FAULTS``). A copy is a
@@ -124,6 +158,8 @@ def _teach(learning: Learning) -> None:
     (the model's tensors, a new arena) adds an anonymous page, and populating could
     not spare it. (Faults on file mappings count as copies here: an over-count only
     costs the ~7 ms read, which then finds what was really copied.)"""
+    import resource  # there is a lesson only where there is ``resource`` (``Forker.spawn_standby``)
+
     try:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
         copies = faults - max(0, hotpages.anon_resident_pages() - learning.resident)

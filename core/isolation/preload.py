@@ -82,7 +82,8 @@ ENABLED = os.environ.get("EXPORTLENS_PRELOAD", "1") != "0"
 IDLE_S = 0.1  # idle this long after a request before importing: a save right after a result is not kept waiting
 STALE_CHECK_S = float(os.environ.get("EXPORTLENS_STALE_CHECK_S", "5"))
 MAX_PENDING = 20000
-_SIGNALS = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+_UNCATCHABLE = {getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)}  # neither on Windows
+_SIGNALS = tuple(s for s in signal.valid_signals() if s not in _UNCATCHABLE)
 
 
 def _top(name: str) -> str:

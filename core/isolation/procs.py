@@ -1,4 +1,11 @@
-"""A job process seen from the worker: its memory, and stopping it (with a stack dump first)."""
+"""A job process seen from the worker: its memory, waiting for its end, and stopping it (with a stack dump first).
+
+A job is known by its pid. A forked job, or one started with ``os.posix_spawn``, is a
+child that ``os.waitpid`` waits on. One started with ``subprocess.Popen`` (where there is
+no posix_spawn: Windows, ``EXPORTLENS_SUPERVISION=portable``; ``spawning``) is waited on
+through its ``Popen``, kept here by pid (``adopt``): on Windows a pid is no child to
+``os.waitpid``. ``exit_code`` and ``reap`` take either.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,47 @@ import sys
 import time
 from typing import Any, Callable
 
+from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.capabilities import proc_listdir, proc_open
 from exportlens.core.isolation.jobprocess import DUMP_SIGNAL
 
 DUMP_GRACE_S = 0.2  # the stack dump is written synchronously by a signal handler
+# The jobs started with ``subprocess.Popen``, by pid, until they are reaped.
+_started: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def adopt(process: subprocess.Popen[bytes]) -> int:
+    """Wait on and reap the job ``process`` through its ``Popen`` from now on; its pid."""
+    _started[process.pid] = process
+    return process.pid
+
+
+def exit_code(pid: int) -> int | None:
+    """The job's exit code once it has ended (reaped now; negative: the signal that
+    ended it, as ``subprocess`` says), None while it runs. ChildProcessError when it is
+    no child of ours (reaped before)."""
+    process = _started.get(pid)
+    if process is not None:
+        code = process.poll()
+        if code is not None:
+            del _started[pid]
+        return code
+    if not capabilities.WAITPID:
+        raise ChildProcessError(f"no job {pid} to wait for")
+    done, status = os.waitpid(pid, os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def reap(pid: int) -> None:
+    """Wait for the killed job to end; nothing if it was reaped before."""
+    process = _started.pop(pid, None)
+    if process is not None:
+        process.wait()
+    elif capabilities.WAITPID:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
 
 def rss_kb(pid: int, depth: int = 0) -> int:
     """Resident set of pid plus its descendants, in kB (0 once it is gone, and
@@ -35,15 +79,17 @@ def rss_kb(pid: int, depth: int = 0) -> int:
 
 
 def dump_stack(pid: int) -> None:
-    """Ask faulthandler in the job for its stack, give it a moment, then kill."""
+    """Ask faulthandler in the job for its stack and give it a moment (the caller kills
+    it); nothing where there is no signal to ask with (``capabilities.DUMP_SIGNAL``)."""
+    if DUMP_SIGNAL is None:
+        return
     try:
         os.kill(pid, DUMP_SIGNAL)
     except ProcessLookupError:
         return
     end = time.monotonic() + DUMP_GRACE_S
     while time.monotonic() < end:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
+        if exit_code(pid) is not None:
             return
         time.sleep(0.01)
     # The dump is written from the signal handler, synchronously: 200 ms is plenty.
@@ -67,7 +113,4 @@ def signal_group(pid: int, platform: str = sys.platform, run: Callable[..., Any]
 def kill_group(pid: int) -> None:
     """SIGKILL the job's process group and reap the job."""
     signal_group(pid)
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    reap(pid)

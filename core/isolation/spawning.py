@@ -18,8 +18,12 @@ the zygote's warm heap, its fake-tensor cache answers and the hot pages; so it s
 as torch's own fresh process does.
 
 Started with ``os.posix_spawn`` (Linux, macOS): the job is a plain child pid of the
-zygote, as a fork is, so waiting, signals and ``/proc`` work unchanged. Torch-free on
-the zygote's side.
+zygote, as a fork is, so waiting, signals and ``/proc`` work unchanged. Where there is
+none (Windows; ``capabilities.POSIX_SPAWN``, off on Linux under
+``EXPORTLENS_SUPERVISION=portable``), with ``subprocess.Popen``, in its own process
+group, waited on and reaped through that ``Popen`` (``procs.adopt``); its channels are
+passed as fds on POSIX, and on Windows as inheritable handles whose numbers its
+arguments carry and which it opens as fds (``_channel``). Torch-free on the zygote's side.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,9 +39,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.forking import Job, Standby, dump_file
 from exportlens.core.isolation.messages import Export, Message, StandbyWarm, read_frame, write_frame
-from exportlens.core.isolation.procs import kill_group, signal_group
+from exportlens.core.isolation.procs import adopt, exit_code, kill_group, signal_group
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.trace import mark
@@ -92,9 +98,9 @@ class Spawner:
         if standby is None:
             return None
         try:
-            done, _ = os.waitpid(standby.job.pid, os.WNOHANG)
+            done = exit_code(standby.job.pid) is not None
         except ChildProcessError:
-            done = standby.job.pid
+            done = True
         if done:  # it died warming up (and is reaped now)
             self._close(standby)
             return None
@@ -160,9 +166,10 @@ class Spawner:
         output_r, output_w = os.pipe()
         dump_fd = dump_file()
         passed = (events_w, output_w, dump_fd)
+        events, output, dump = _channel_numbers(passed)
         argv = [
             sys.executable, "-P", "-m", ENTRY,
-            "--events", str(events_w), "--output", str(output_w), "--dump", str(dump_fd),
+            "--events", str(events), "--output", str(output), "--dump", str(dump),
             "--threads", str(self.num_threads), "--parent", str(os.getpid()),
             "--preload", self._preload_file(),
         ]  # fmt: skip
@@ -173,17 +180,56 @@ class Spawner:
             env.pop("OPENBLAS_NUM_THREADS", None)
         sys.stdout.flush()
         sys.stderr.flush()
-        for fd in passed:
-            os.set_inheritable(fd, True)
         try:
-            pid = os.posix_spawn(sys.executable, argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, request_r, 0)], setpgroup=0)
+            pid = _launch(argv, env, request_r, passed)
         finally:
-            os.set_inheritable(dump_fd, False)
             for fd in (request_r, events_w, output_w):
                 os.close(fd)
         os.set_blocking(events_r, False)
         os.set_blocking(output_r, False)
         return Job(pid, events_r, output_r, dump_fd, spawned=True), request_w
+
+
+def _launch(argv: list[str], env: dict[str, str], request_r: int, passed: tuple[int, ...]) -> int:
+    """Start the job process in a new process group, ``request_r`` its stdin and
+    ``passed`` open in it (under the numbers ``_channel_numbers`` gave its arguments); its pid."""
+    if capabilities.POSIX_SPAWN:
+        for fd in passed:
+            os.set_inheritable(fd, True)
+        try:
+            return os.posix_spawn(sys.executable, argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, request_r, 0)], setpgroup=0)
+        finally:
+            os.set_inheritable(passed[-1], False)  # the dump's fd stays the worker's; the pipes' ends are closed
+    if sys.platform == "win32":  # handles, not fds, are inherited: only those listed
+        handles = _channel_numbers(passed)
+        for handle in handles:
+            os.set_handle_inheritable(handle, True)
+        try:
+            info = subprocess.STARTUPINFO(lpAttributeList={"handle_list": handles})
+            process = subprocess.Popen(argv, stdin=request_r, env=env, startupinfo=info, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
+        finally:
+            os.set_handle_inheritable(handles[-1], False)
+    else:
+        process = subprocess.Popen(argv, stdin=request_r, env=env, pass_fds=passed, process_group=0)
+    return adopt(process)
+
+
+def _channel_numbers(passed: tuple[int, ...]) -> list[int]:
+    """What the job's arguments name its channels by: their fds, on Windows their handles."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        return [msvcrt.get_osfhandle(fd) for fd in passed]
+    return list(passed)
+
+
+def _channel(number: str) -> int:
+    """In the job: the fd of a channel its arguments name (``_channel_numbers``)."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        return msvcrt.open_osfhandle(int(number), 0)
+    return int(number)
 
 
 def _send(request_w: int, request: ExportRequest) -> bool:
@@ -209,7 +255,7 @@ def main(argv: list[str]) -> None:
     """The spawned job process: warm up, preload, say so, take the request, run it."""
     started_ns = time.time_ns()
     args = _args(argv)
-    events_fd, output_fd, dump_fd = int(args["events"]), int(args["output"]), int(args["dump"])
+    events_fd, output_fd, dump_fd = _channel(args["events"]), _channel(args["output"]), _channel(args["dump"])
     # The request is read while torch imports: the worker writes it as soon as it has
     # one, and a large one (unsaved text) must not wait in a full pipe for the warm-up.
     request: list[Message | None] = [None]

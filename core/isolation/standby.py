@@ -6,7 +6,6 @@ runs the request it is handed as any job does (``jobprocess.child_main``).
 from __future__ import annotations
 
 import os
-import resource
 from typing import NoReturn
 
 from exportlens.core.isolation import hotpages
@@ -72,6 +71,8 @@ def standby_main(
         if before is None:
             os.close(learn_fd)
         else:
+            import resource  # a lesson is asked for only where there is ``resource`` (``Forker.spawn_standby``)
+
             learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
     mark(f"standby: warm, by {how}")
     write_frame(events_fd, StandbyWarm())  # warm: the worker may hand it a request

@@ -9,7 +9,6 @@ it did not finish, why it was stopped: ``timeout``, ``out-of-memory`` or
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -34,7 +33,7 @@ from exportlens.core.isolation.messages import (
     ToWorker,
 )
 from exportlens.core.isolation.pipes import Tail
-from exportlens.core.isolation.procs import dump_stack, rss_kb
+from exportlens.core.isolation.procs import dump_stack, exit_code, rss_kb
 from exportlens.core.isolation.waiting import Waiter
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
@@ -117,15 +116,15 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
             if control.stop_requested:
                 attempt.cancelled = True
                 return
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            code = exit_code(pid)
+            if code is not None:
                 try:
                     inputs.read(events_r, lambda c: [on_event(m, request, attempt, control.send) for m in events.feed(c)])
                 except MessageError:
                     pass  # it is gone; what it managed to say stands
                 if attempt.result is None:
                     attempt.failure = "worker-crash"
-                    attempt.detail = exit_text(status)
+                    attempt.detail = exit_text(code)
                 return
             now = time.monotonic()
             # The job's own time: waiting for a CPU on a loaded machine is not the

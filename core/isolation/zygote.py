@@ -65,6 +65,7 @@ from exportlens.core.model.results import FileResult
 from exportlens.core.trace import mark
 
 REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is gone
+SIGNAL_POLL_S = 0.1  # without a wake-up pipe (``capabilities.WAKEUP_PIPE``): how often a waiting worker looks whether a signal came
 
 
 class Zygote:
@@ -299,11 +300,21 @@ class Zygote:
     def wait_for_input(self, timeout: float | None = None) -> None:
         """Block until the pool writes, then read; or until a signal (SIGTERM) came,
         or ``timeout`` passed."""
-        ready = self.inputs.wait(timeout)
+        ready = self.inputs.wait(timeout) if self.wake_r >= 0 else self._wait_in_slices(timeout)
         if "wake" in ready:
             self.read_wake()
         if "in" in ready:
             self.read_input()
+
+    def _wait_in_slices(self, timeout: float | None) -> list[str]:
+        """Without a wake-up pipe (Windows), wait ``SIGNAL_POLL_S`` at a time: a signal's
+        handler runs during the wait and sets ``exiting``, which the next slice sees."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = SIGNAL_POLL_S if end is None else min(SIGNAL_POLL_S, max(0.0, end - time.monotonic()))
+            ready: list[str] = self.inputs.wait(left)
+            if ready or self.exiting or (end is not None and time.monotonic() >= end):
+                return ready
 
     def read_wake(self) -> None:
         """Empty the signal wake-up pipe (the handler did the rest)."""
@@ -409,16 +420,19 @@ def main() -> None:
     gc.freeze()
     gc.enable()
     mark("zygote: heap frozen")
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
+    wake_r = wake_w = -1
+    if capabilities.WAKEUP_PIPE:
+        wake_r, wake_w = os.pipe()
+        for fd in (wake_r, wake_w):
+            os.set_blocking(fd, False)
     options = _options(sys.argv[1:])
     method = options.get("start-method", "fork")
     zygote = Zygote(fin, fout, num_threads, wake_r, wake_w, record=options.get("preload-record") or None, method=method)
     print(f"exportlens worker: start method {method}", file=sys.stderr)
     for line in capabilities.describe():
         print(f"exportlens worker: supervision {line}", file=sys.stderr)
-    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    if wake_w >= 0:
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, zygote.terminate)
     zygote.preloader.start(started_ns)
     zygote.send(WorkerReady(os.getpid(), version))

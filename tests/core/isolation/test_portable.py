@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -236,6 +237,8 @@ def test_the_worker_log_says_what_its_supervision_lacks(portable_pool: tuple[Wor
     text = log.read_text(errors="replace")
     assert "supervision waits on pipes by polling" in text
     assert "no /proc ($EXPORTLENS_SUPERVISION=portable): no memory cap" in text
+    assert "no posix_spawn ($EXPORTLENS_SUPERVISION=portable): a spawned job is started, waited on and killed through subprocess.Popen" in text
+    assert "no faulthandler.register or SIGUSR1 ($EXPORTLENS_SUPERVISION=portable)" in text
 
 
 def test_without_select_or_proc_a_clean_model_exports(portable_batch: dict[str, FileResult]) -> None:
@@ -245,6 +248,8 @@ def test_without_select_or_proc_a_clean_model_exports(portable_batch: dict[str, 
 
 
 def test_without_select_or_proc_an_endless_loop_times_out_at_its_line(portable_batch: dict[str, FileResult]) -> None:
+    """No signal asks the job for its stack (Windows): the job's own watchdog wrote it
+    just before its time was up (``jobprocess._dump_before_timeout``)."""
     [diag] = portable_batch["hang"].diagnostics
     assert (diag.code, diag.line, diag.target) == ("timeout", 6, "Spinner")
 
@@ -312,3 +317,86 @@ def test_without_proc_a_jobs_child_in_its_process_group_dies_with_it(portable_po
     while alive(child) and time.monotonic() < end:
         time.sleep(0.05)
     assert not alive(child)
+
+
+# ---- a job started without posix_spawn: through subprocess.Popen -----------------------
+
+POPEN_PROBE = """
+import json, os, sys
+from exportlens.core.isolation import capabilities, procs
+from exportlens.core.isolation.spawning import Spawner
+spawner = Spawner()
+spawner.spawn_standby()
+pid = spawner.standby.job.pid
+process = procs._started.get(pid)
+out = {"posix_spawn": capabilities.POSIX_SPAWN, "adopted": process is not None, "running": procs.exit_code(pid)}
+spawner.close()  # kills its group and reaps it through the Popen
+out["left"] = pid in procs._started
+out["returncode"] = process.returncode if process is not None else None
+try:
+    os.waitpid(pid, os.WNOHANG)
+    out["child"] = True
+except ChildProcessError:
+    out["child"] = False
+print(json.dumps(out))
+"""
+
+
+def test_without_posix_spawn_a_spawned_job_is_started_and_reaped_through_popen() -> None:
+    done = subprocess.run([sys.executable, "-c", POPEN_PROBE], env={**os.environ, **PORTABLE}, capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["posix_spawn"] is False and seen["adopted"] is True and seen["running"] is None
+    assert seen["left"] is False and seen["returncode"] == -9  # SIGKILL, seen by the Popen
+    assert seen["child"] is False  # reaped: no zombie left to os.waitpid
+
+
+def test_exit_code_reads_a_popen_job_and_a_forked_one_alike() -> None:
+    from exportlens.core.isolation import procs
+    from exportlens.core.isolation.failure import exit_text
+
+    process = subprocess.Popen([sys.executable, "-c", "import os; os._exit(3)"])
+    pid = procs.adopt(process)
+    end = time.monotonic() + 60
+    while (code := procs.exit_code(pid)) is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert code == 3 and pid not in procs._started
+    assert "exit code 3" in exit_text(code)
+    forked = os.fork()
+    if forked == 0:
+        os.kill(os.getpid(), 9)
+    while (code := procs.exit_code(forked)) is None and time.monotonic() < end:
+        time.sleep(0.01)
+    assert code == -9 and exit_text(code).startswith("with SIGKILL")
+    with pytest.raises(ChildProcessError):
+        procs.exit_code(forked)  # reaped before
+    procs.reap(forked)  # nothing left to wait for: no error
+
+
+@pytest.mark.parametrize("pread", [True, False])
+def test_a_stack_dump_is_read_from_its_start_with_or_without_pread(monkeypatch: pytest.MonkeyPatch, pread: bool, tmp_path: Path) -> None:
+    from exportlens.core.isolation import forking
+
+    monkeypatch.setattr(capabilities, "PREAD", pread)
+    fd = os.open(tmp_path / "dump", os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"Fatal Python error: Segmentation fault\n" * 100)  # the offset left at its end
+    assert forking.read_head(fd, 39) == b"Fatal Python error: Segmentation fault\n"
+    assert len(forking.read_head(fd, 1 << 20)) == 3900
+    os.close(fd)
+
+
+def test_without_a_wake_up_pipe_a_waiting_worker_leaves_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """Windows's ``signal.set_wakeup_fd`` takes no pipe: the worker then waits in slices
+    (``zygote.SIGNAL_POLL_S``) and its SIGTERM handler ends it as ``Exit`` would, exit code
+    0, its spawned standby taken along -- not the signal's default death."""
+    log = tmp_path / "worker.log"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(capabilities.ENV, "portable")
+        patch.setattr(capabilities, "SELECT_PIPES", False)
+        with WorkerPool(1, log_path=log, start_method=StartMethod("spawn", "the test")) as pool:
+            pool.wait_ready()
+            [worker] = [w for w in pool._workers if w.proc.pid in pool.worker_pids()]
+            [result] = pool.run([request(60, "clean")])  # a job ran; its standby is started after
+            assert result.targets[0].status == "ok"
+            os.kill(worker.proc.pid, signal.SIGTERM)
+            assert worker.proc.wait(timeout=120) == 0
+    assert "no signal wake-up pipe ($EXPORTLENS_SUPERVISION=portable)" in log.read_text(errors="replace")
