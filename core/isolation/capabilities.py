@@ -123,16 +123,16 @@ def describe() -> list[str]:
             " (a job's wait for a CPU is not known), processes a job started outside its process group are not found,"
             " preloading sees only Python's threads a library starts, not native ones"
         )
-    if not PRCTL:
-        lines.append(f"no prctl{forced}: orphans of a job go to init, not the worker; a job outlives a worker killed with SIGKILL")
-    if not POSIX_SPAWN:
-        lines.append(f"no posix_spawn{forced}: a spawned job is started, waited on and killed through subprocess.Popen")
-    if not DUMP_SIGNAL:
-        lines.append(f"no faulthandler.register or SIGUSR1{forced}: a hung job's stack is not dumped; its timeout points at its target's line")
-    if not WAKEUP_PIPE:
-        lines.append(f"no signal wake-up pipe{forced}: a SIGTERM is seen within a slice of the worker's wait")
-    if not PREAD:
-        lines.append(f"no os.pread{forced}: a job's stack dump is read by seeking")
-    if not RESOURCE:
-        lines.append(f"no resource module{forced}: a job's page faults are not counted (no hot pages learned)")
+    without = (
+        (PRCTL, "no prctl: orphans of a job go to init, not the worker; a job outlives a worker killed with SIGKILL"),
+        (POSIX_SPAWN, "no posix_spawn: a spawned job is started, waited on and killed through subprocess.Popen"),
+        (DUMP_SIGNAL, "no faulthandler.register or SIGUSR1: a hung job dumps its own stack just before its timeout, not when the worker asks"),
+        (WAKEUP_PIPE, "no signal wake-up pipe: a SIGTERM is seen within a slice of the worker's wait"),
+        (PREAD, "no os.pread: a job's stack dump is read by seeking"),
+        (RESOURCE, "no resource module: a job's page faults are not counted (no hot pages learned)"),
+    )
+    for present, missing in without:
+        if not present:
+            what, _, costs = missing.partition(": ")
+            lines.append(f"{what}{forced}: {costs}")
     return lines
