@@ -94,7 +94,10 @@ def test_open_serves_the_page_on_loopback_until_interrupted(tmp_path: Path) -> N
             assert json.loads(r.read())["graphs"][0]["nodes"]
         token = url.split("/")[3]
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(url.replace(token, "x" + token[1:]), timeout=30)
+            # Another token of the same length: its first character changed (a fixed "x"
+            # was the same token whenever the random one began with "x", 1 in 64).
+            wrong = ("y" if token[0] == "x" else "x") + token[1:]
+            urllib.request.urlopen(url.replace(token, wrong), timeout=30)
         assert refused.value.code == 404
         for _ in range(100):
             if opened.exists() and opened.read_text().strip():
