@@ -141,10 +141,10 @@ def _serve(page: object) -> int:
 
     assert isinstance(page, Page)
     server = PageServer().start()
-    url = server.add(page)
-    print(url, flush=True)
-    webbrowser.open(url)
-    try:
+    try:  # Ctrl-C may come as soon as the address is out: it ends the serving, never a traceback
+        url = server.add(page)
+        print(url, flush=True)
+        webbrowser.open(url)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:

@@ -36,9 +36,20 @@ class S3Server:
     keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # user -> (key id, secret)
 
     def env(self, user: str) -> dict[str, str]:
-        """The environment of a process that reaches the store as ``user``."""
+        """The environment of a process that reaches the store as ``user``. A lookup
+        may wait up to 60 s for this store (``$EXPORTLENS_STORE_LOOKUP_S``): moto, a
+        Python server beside the suite's exports on a loaded 2-core machine, can take
+        longer than the default 2 s to answer, and a lookup past its bound is a miss.
+        The tests of the bound itself reach stores that never answer, without it."""
         key, secret = self.keys[user]
-        return {"AWS_ENDPOINT_URL": self.url, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+        return {
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_ACCESS_KEY_ID": key,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "EXPORTLENS_STORE_LOOKUP_S": "60",
+        }
 
     def client(self, user: str = "ci"):  # type: ignore[no-untyped-def]
         import boto3
@@ -58,22 +69,31 @@ class S3Server:
 
 def start(log: Path) -> S3Server:
     """A fresh server with the bucket and the two users."""
-    port = free_port()
     moto = Path(sys.executable).with_name("moto_server")
     env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(_SETUP_REQUESTS))
-    with open(log, "ab") as out:
-        process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
-    server = S3Server(f"http://127.0.0.1:{port}", process)
     deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(server.url + "/moto-api/", timeout=5).read()  # not counted as an S3 request
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"moto_server did not start; see {log}") from None
-            time.sleep(0.2)
+    server = None
+    while server is None:
+        # moto takes a port number, not a socket: another process may bind the free
+        # number first (a server of another test), and then moto exits at once; a
+        # new number is the way round that, never a second try at the same one.
+        port = free_port()
+        with open(log, "ab") as out:
+            process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        candidate = S3Server(f"http://127.0.0.1:{port}", process)
+        while True:
+            try:
+                with urllib.request.urlopen(candidate.url + "/moto-api/", timeout=5) as answer:  # not counted as an S3 request
+                    answer.read()
+                server = candidate
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    candidate.stop()
+                    raise RuntimeError(f"moto_server did not start; see {log}") from None
+                if process.poll() is not None:
+                    break  # it could not bind the number: take another
+                time.sleep(0.2)
     import boto3
 
     admin = {"endpoint_url": server.url, "region_name": "us-east-1", "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
@@ -86,6 +106,15 @@ def start(log: Path) -> S3Server:
         key = iam.create_access_key(UserName=user)["AccessKey"]
         server.keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
     return server
+
+
+def refused_port() -> tuple[socket.socket, str]:
+    """A port held by a socket that does not listen, and its URL: a connection is
+    refused, as by a store that stopped, and no other process can take the number
+    while the socket is open (a number freed and remembered could be)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def silent_port() -> tuple[socket.socket, str]:

@@ -53,6 +53,16 @@ MAX_OBJECT_BYTES = MAX_FILE_BYTES + _SIGNED_TAIL
 SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "file")
 
 
+def lookup_bound_s() -> float:
+    """``LOOKUP_BOUND_S``, or ``$EXPORTLENS_STORE_LOOKUP_S`` (seconds, more than 0)
+    where a store is far or slow to answer (another region, a loaded runner)."""
+    try:
+        bound = float(os.environ.get("EXPORTLENS_STORE_LOOKUP_S", ""))
+    except ValueError:
+        return LOOKUP_BOUND_S
+    return bound if 0 < bound < 3600 else LOOKUP_BOUND_S
+
+
 class StoreError(Exception):
     """The store did not answer as a store should (not: the object is not there)."""
 
@@ -198,10 +208,12 @@ class RemoteStore:
 
     # ---- reads and writes
 
-    def get(self, name: str, bound_s: float = LOOKUP_BOUND_S) -> bytes | None:
+    def get(self, name: str, bound_s: float | None = None) -> bytes | None:
         """The object ``name``'s bytes, verified (``verify``) and without their
         signature; None when it is not there or the store is unavailable; Rejected
         when it is too large or its signature does not hold."""
+        if bound_s is None:
+            bound_s = lookup_bound_s()
         if not self.available or bound_s <= 0:
             return None
         if not self.wait_opened():
@@ -349,7 +361,7 @@ def _open(url: str, purpose: str) -> Any:
             kwargs["credential_provider"] = provider
         if region and not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
             kwargs["region"] = region
-    retry = {"max_retries": 0, "retry_timeout": _seconds(LOOKUP_BOUND_S)} if purpose == "read" else None
+    retry = {"max_retries": 0, "retry_timeout": _seconds(lookup_bound_s())} if purpose == "read" else None
     return from_url(url, client_options=options, retry_config=retry, **kwargs)  # type: ignore[arg-type,call-overload]
 
 

@@ -65,7 +65,7 @@ from exportlens.core.cache.keys import first_key, second_key, source_bytes, stat
 from exportlens.core.cache.moved import moved_result, tokens_file, tokens_key
 from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
-from exportlens.core.cache.remote import LOOKUP_BOUND_S, Rejected, RemoteStore
+from exportlens.core.cache.remote import Rejected, RemoteStore, lookup_bound_s
 from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.disk.states import ABSENT
 from exportlens.core.model.plain import from_plain, pack, to_plain
@@ -330,8 +330,8 @@ class ResultCache:
             # The bound is on the store's answers, not on opening its client (once,
             # importing obstore and maybe boto3): it starts once the client is open.
             self.remote.wait_opened()
-            deadline = self._tl.deadline = time.monotonic() + LOOKUP_BOUND_S
-        bound = LOOKUP_BOUND_S if deadline is None else deadline - time.monotonic()
+            deadline = self._tl.deadline = time.monotonic() + lookup_bound_s()
+        bound = lookup_bound_s() if deadline is None else deadline - time.monotonic()
         name = _object_name(key, kind)
         try:
             data = self.remote.get(name, bound)

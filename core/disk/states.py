@@ -15,6 +15,7 @@ import hashlib
 import io
 import os
 import stat
+import time
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
@@ -80,8 +81,23 @@ def stat_state(st: os.stat_result) -> str:
 # RECORD lists (a folder on PYTHONPATH, an editable install, a namespace package).
 RECORD_SUFFIX = ".dist-info" + os.sep + "RECORD"
 
+# A file or folder whose modification or change time is this recent is "racily clean"
+# (git's term): a write within the file system's timestamp granularity (a clock tick
+# on older Linux kernels, 2 s on FAT) may leave its times as they were, so its state
+# is not remembered by them until they are older than that.
+RACY_NS = 2 * 10**9
+
+
+def settled(*times_ns: int) -> bool:
+    """Whether metadata with these times can vouch that the content has not changed
+    since: every time at least ``RACY_NS`` in the past (a time in the future is not)."""
+    now = time.time_ns()
+    return all(t <= now - RACY_NS for t in times_ns)
+
+
 # path -> (its metadata when its state was taken, that state): a unit is hashed again
-# only when its metadata moved, so a lookup of an unchanged one costs a stat.
+# only when its metadata moved, so a lookup of an unchanged one costs a stat. A unit
+# written in the last ``RACY_NS`` is not remembered: it is hashed at every lookup.
 _unit_memo: dict[str, tuple[tuple[int, int, int, int, int], str]] = {}
 
 
@@ -103,7 +119,7 @@ def unit_state(path: str) -> str | None:
     else:
         digest = _sha256(path)
         state = None if digest is None else "sha256:" + digest
-    if state is not None:
+    if state is not None and settled(st.st_mtime_ns, st.st_ctime_ns):
         _unit_memo[path] = (seen, state)
     return state
 

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from exportlens.core.disk import states
 from exportlens.core.disk.states import stat_state, unit_state
 from exportlens.core.export import libraries
 from exportlens.core.export.libraries import CHANGED, EDGES, KEYED_ELSEWHERE, imported_state
@@ -262,7 +263,8 @@ def _tables() -> dict[str, dict[str, str]]:
 def _distributions(folder: str) -> dict[str, str]:
     """File relative to ``folder`` -> the RECORD that lists it, for the distributions
     installed in ``folder`` (read again once a distribution came or went: that
-    changes the folder's modification time)."""
+    changes the folder's modification time; not remembered while that time is too
+    recent to vouch for it, ``states.settled``)."""
     try:
         mtime = os.stat(folder).st_mtime_ns
     except OSError:
@@ -286,5 +288,6 @@ def _distributions(folder: str) -> dict[str, str]:
             path = line.rpartition(",")[0].rpartition(",")[0]  # path,hash,size; a path may hold commas
             if path:
                 files.setdefault(path, record)
-    _RECORDS[folder] = (mtime, files)
+    if states.settled(mtime):
+        _RECORDS[folder] = (mtime, files)
     return files

@@ -96,10 +96,11 @@ def test_a_reader_with_the_secret_ignores_what_was_written_without_it(s3: s3serv
 
 
 def test_a_store_that_is_down_is_said_once_and_the_check_goes_on(tmp_path: Path) -> None:
-    stopped = s3server.free_port()  # nothing listens there
+    held, down = s3server.refused_port()  # nothing listens there
     project = _checkout(tmp_path / "proj", ("clean.py", "counter.py"), "[tool.exportlens]\ntimeout = 60\n")
-    env = {"EXPORTLENS_CACHE_URL": URL, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{stopped}", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"}
-    proc = run_cli("check", "--cache-dir", str(tmp_path / "cache"), "--cache-write", cwd=project, env=env)
+    env = {"EXPORTLENS_CACHE_URL": URL, "AWS_ENDPOINT_URL": down, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"}
+    with held:
+        proc = run_cli("check", "--cache-dir", str(tmp_path / "cache"), "--cache-write", cwd=project, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "Checked 2 files" in proc.stdout
     said = [line for line in proc.stderr.splitlines() if "shared cache" in line]

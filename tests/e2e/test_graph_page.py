@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -99,9 +100,8 @@ def test_open_serves_the_page_on_loopback_until_interrupted(tmp_path: Path) -> N
             wrong = ("y" if token[0] == "x" else "x") + token[1:]
             urllib.request.urlopen(url.replace(token, wrong), timeout=30)
         assert refused.value.code == 404
-        for _ in range(100):
-            if opened.exists() and opened.read_text().strip():
-                break
+        deadline = time.monotonic() + 120  # the browser script's start, on a loaded machine
+        while time.monotonic() < deadline and not (opened.exists() and opened.read_text().strip()):
             threading.Event().wait(0.1)
         assert opened.read_text().strip() == url
     finally:

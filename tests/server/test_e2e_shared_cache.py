@@ -88,17 +88,19 @@ async def test_the_editor_reads_what_ci_shared_and_writes_only_when_told(s3: s3s
 async def test_a_store_that_is_down_is_said_once_in_the_log_and_the_status(tmp_path: Path) -> None:
     project = _checkout(tmp_path / "proj")
     shutil.copy(EXAMPLES / "clean.py", project / "clean.py")
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{s3server.free_port()}", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"}
+    held, down = s3server.refused_port()  # nothing listens there
+    env = {"AWS_ENDPOINT_URL": down, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"}
     options = {"cache_dir": str(tmp_path / "cache"), "cacheUrl": URL}
-    async with running_server("neovim", project, options, env=env) as (client, _):
-        first, second = Doc(client, project / "counter.py"), Doc(client, project / "clean.py")
-        first.open()
-        await client.diagnostics_for(first.uri, 1)  # exported all the same
-        second.open()
-        await client.diagnostics_for(second.uri, 1)
-        status = await client.command("exportlens.status", second.uri)
-        (store,) = status["store"]
-        assert store["available"] is False and "failed" in store["problem"], status
-        said = [m.message for m in client.log_messages if "shared cache" in m.message]
-        assert len(said) == 1 and said[0].startswith("exportlens:"), said
-        assert not client.messages or all("shared cache" not in m.message for m in client.messages)  # no message box
+    with held:
+        async with running_server("neovim", project, options, env=env) as (client, _):
+            first, second = Doc(client, project / "counter.py"), Doc(client, project / "clean.py")
+            first.open()
+            await client.diagnostics_for(first.uri, 1)  # exported all the same
+            second.open()
+            await client.diagnostics_for(second.uri, 1)
+            status = await client.command("exportlens.status", second.uri)
+            (store,) = status["store"]
+            assert store["available"] is False and "failed" in store["problem"], status
+            said = [m.message for m in client.log_messages if "shared cache" in m.message]
+            assert len(said) == 1 and said[0].startswith("exportlens:"), said
+            assert not client.messages or all("shared cache" not in m.message for m in client.messages)  # no message box

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -81,6 +82,42 @@ def test_a_module_file_is_keyed_by_its_bytes_not_its_metadata(tmp_path: Path) ->
     os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert states.unit_state(str(a)) == "sha256:" + hashlib.sha256(b"X = 2\n").hexdigest()
     assert states.unit_state(str(tmp_path / "gone.py")) is None
+
+
+def test_metadata_vouches_for_content_only_once_it_is_older_than_the_clocks_granularity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system whose times move in ticks (older kernels, FAT) can leave a file's
+    metadata as it was after a write: a state remembered by metadata that recent would
+    be served stale. Stat is made to say the same thing before and after the write."""
+    a = tmp_path / "a.py"
+    a.write_text("X = 1\n")
+    frozen = os.stat(a)
+    monkeypatch.setattr(states.os, "stat", lambda path, *args, **kw: frozen if path == str(a) else os.lstat(path))
+    assert states.unit_state(str(a)) == "sha256:" + hashlib.sha256(b"X = 1\n").hexdigest()
+    a.write_text("X = 2\n")  # written within the same tick: the metadata has not moved
+    assert states.unit_state(str(a)) == "sha256:" + hashlib.sha256(b"X = 2\n").hexdigest()
+
+    # Metadata older than that vouches: an unchanged unit costs a stat, not a read.
+    old = time.time_ns() - 10 * states.RACY_NS
+    st = os.stat(a)
+    aged = SimpleNamespace(st_dev=st.st_dev, st_ino=st.st_ino, st_size=st.st_size, st_mtime_ns=old, st_ctime_ns=old)
+    monkeypatch.setattr(states.os, "stat", lambda path, *args, **kw: aged)
+    monkeypatch.setattr(states, "_sha256", lambda path: "read")
+    states._unit_memo.pop(str(a), None)
+    assert states.unit_state(str(a)) == "sha256:read"  # taken and remembered
+    monkeypatch.setattr(states, "_sha256", lambda path: "read again")
+    assert states.unit_state(str(a)) == "sha256:read"
+
+
+def test_a_site_folder_is_read_again_while_its_time_is_too_recent_to_vouch(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two installs within one tick of a coarse clock leave the folder's time as it was:
+    the second is still found."""
+    _distribution(installed)
+    frozen = os.stat(installed)
+    real_stat = os.stat
+    monkeypatch.setattr(library_units.os, "stat", lambda path, *args, **kw: frozen if str(path) == str(installed) or os.path.realpath(path) == os.path.realpath(installed) else real_stat(path, *args, **kw))
+    assert library_units.record_of(os.path.realpath(installed / "foo" / "bar.py")) is not None
+    later = _distribution(installed, "baz", "3.0")
+    assert library_units.record_of(os.path.realpath(installed / "baz" / "bar.py")) == os.path.realpath(later)
 
 
 # A job's dependencies, computed in a fresh interpreter as a worker's job does, with
