@@ -30,6 +30,7 @@ from exportlens.core.isolation.messages import (
     JobResult,
     TargetBegins,
     TargetsFound,
+    Taught,
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
@@ -106,20 +107,14 @@ def child_main(
 
         result = run_job(request, emit)
         mark("job: result built")
-        if learning is not None:
-            _teach(learning)
-        emit(_imported(before, request))
-        asked = fakecache.questions()
-        if asked:
-            emit(FakeCache(asked))
-            mark("job: fake-tensor cache questions sent")
-        # Flushed before the result, not after: the worker keeps the output that is
-        # in the pipe when the result arrives, and kills the job right away.
+        # Flushed before the result, not after: the output in the pipe when the result
+        # arrives is the result's; what comes after is nobody's.
         _flush()
         if DUMP_SIGNAL is None:
             faulthandler.cancel_dump_traceback_later()
         emit(JobResult(result))
         mark("job: result written")
+        _lessons(request, before, learning, write)
     except BaseException:  # run_job handles the user's errors; this is our own bug
         traceback.print_exc()
         code = 70
@@ -149,6 +144,26 @@ def _dump_before_timeout(emit: Callable[[FromJob], None], dump_fd: int, timeout_
 
     arm()  # the clock started with the job (a spawned one: once it said it is warm)
     return emit_and_arm
+
+
+def _lessons(request: ExportRequest, before: set[str], learning: Learning | None, write: Callable[[FromJob], None]) -> None:
+    """What only speeds the worker's later jobs, sent after the result: the worker
+    sends the result on at once and reads these while the editor shows it
+    (``Zygote.finish_ending``), so they are off the save's path (~10-20 ms of a
+    transformers model's: the pages it copied, the library modules it imported, the
+    fake-tensor calls it made)."""
+    if learning is not None:
+        _teach(learning)
+    try:
+        write(_imported(before, request))
+        asked = fakecache.questions()
+        if asked:
+            write(FakeCache(asked))
+            mark("job: fake-tensor cache questions sent")
+        write(Taught())
+    except OSError:  # the worker stopped waiting for them (``LESSONS_S``): they only cost speed
+        return
+    mark("job: lessons written")
 
 
 def _teach(learning: Learning) -> None:

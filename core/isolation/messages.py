@@ -188,16 +188,25 @@ class JobResult:
     result: FileResult
 
 
+@dataclass(frozen=True)
+class Taught:
+    """The job has written all it will after its result: the lessons for its worker
+    (``jobprocess._lessons``). Its worker stops waiting for them here, whatever
+    process of the model still holds the pipe open."""
+
+    TAG: ClassVar[str] = "taught"
+
+
 ToWorker = Union[Export, Cancel, Exit]
 FromWorker = Union[WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring]
-FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult]
+FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult, Taught]
 Message = Union[ToWorker, FromWorker, FromJob]
 
 _BY_TAG: dict[str, type[Any]] = {
     cls.TAG: cls
     for cls in (
         *(Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring),
-        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult),
+        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult, Taught),
     )
 }
 

@@ -30,6 +30,7 @@ from exportlens.core.isolation.messages import (
     TargetBegins,
     TargetDone,
     TargetsFound,
+    Taught,
     ToWorker,
 )
 from exportlens.core.isolation.pipes import Tail
@@ -39,6 +40,9 @@ from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 
 MEMORY_POLL_S = 0.025
+# The most the worker waits, once it sent a job's result on, for the lessons the job
+# writes after it (``jobprocess._lessons``: ~10-20 ms); lessons lost only cost speed.
+LESSONS_S = 1.0
 
 
 @dataclass
@@ -56,6 +60,10 @@ class Attempt:
     done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
     imported: Imported | None = None  # the library modules it imported (``preload``)
     fake_cache: bytes = b""  # the fake-tensor cache entries it added (``fakecache``)
+    # Its event stream, read so far: the lessons that follow its result are read on
+    # from here (``Zygote.finish_ending``), a frame split across reads included.
+    frames: FrameDecoder = field(default_factory=FrameDecoder)
+    taught: bool = False  # it said its lessons are all written (``Taught``)
 
 
 class Control(Protocol):
@@ -83,7 +91,7 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
     memory_kb = limits.memory_mb * 1024
     clock = JobClock(pid, WARM_UP_S if job.spawned else limits.timeout_s, time.monotonic())
     next_poll = 0.0
-    events = FrameDecoder()
+    events = attempt.frames
     inputs = control.inputs
     inputs.add(events_r, "events")
     inputs.add(output_r, "output")
@@ -150,6 +158,39 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
             tail.add(chunk)
 
 
+def read_lessons(control: Control, job: Job, request: ExportRequest, attempt: Attempt, bound_s: float = LESSONS_S) -> None:
+    """Read on what the job writes after its result (``jobprocess._lessons``: the
+    modules it imported, the fake-tensor calls it made) into ``attempt``, until it
+    says it is done (``Taught``), its event pipe closes, or ``bound_s`` is spent.
+    The protocol input is read meanwhile (a request that comes is queued); a stop
+    ends the wait."""
+    inputs = control.inputs
+    inputs.add(job.events_r, "events")
+    until = time.monotonic() + bound_s
+    try:
+        while not control.stop_requested and not attempt.taught:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            for key in inputs.wait(left):
+                if key == "in":
+                    control.read_input()
+                elif key == "wake":
+                    control.read_wake()
+                elif key == "events":
+                    chunks: list[bytes] = []
+                    open_ = inputs.read(job.events_r, chunks.append)
+                    try:
+                        for message in attempt.frames.feed(b"".join(chunks)):
+                            on_event(message, request, attempt, lambda _: None)
+                    except MessageError:
+                        return  # garbage after its result: the lessons are lost, nothing else
+                    if not open_:
+                        return
+    finally:
+        inputs.remove(job.events_r)
+
+
 def on_event(
     message: FromJob | ToWorker | FromWorker,
     request: ExportRequest,
@@ -184,4 +225,6 @@ def on_event(
         attempt.fake_cache = message.data
     elif isinstance(message, JobResult):
         attempt.result = message.result
+    elif isinstance(message, Taught):
+        attempt.taught = True
     return False

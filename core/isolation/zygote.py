@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from types import FrameType
 
 from exportlens.core.isolation import capabilities, fakecache
@@ -57,7 +58,7 @@ from exportlens.core.isolation.preload import IDLE_S, Preloader, one_blas_thread
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
-from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.supervise import Attempt, read_lessons, supervise
 from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest
@@ -66,6 +67,17 @@ from exportlens.core.trace import mark
 
 REAP_POLL_S = 0.02  # how often an idle worker looks whether a killed process is gone
 SIGNAL_POLL_S = 0.1  # without a wake-up pipe (``capabilities.WAKEUP_PIPE``): how often a waiting worker looks whether a signal came
+
+
+@dataclass
+class Ending:
+    """A job whose result is out: its lessons are still to read, then it is killed."""
+
+    request: ExportRequest
+    job: Job
+    tail: Tail
+    attempt: Attempt
+    starter: Forker | Spawner
 
 
 class Zygote:
@@ -100,7 +112,9 @@ class Zygote:
         self.method = method
         self.spawns = Spawner(num_threads, self.forks.dying, self.preloaded_modules)
         self.fresh: set[str] = set()  # files whose jobs are spawned: a fork could not serve them
-        self.ending: tuple[int, Job, Tail] | None = None  # (request id, job, output) killed, to reap once its result is sent
+        # The job whose result is being sent: its lessons are read, then it is killed
+        # and let go of (``finish_ending``).
+        self.ending: Ending | None = None
         self.preloader = Preloader(record, self.send)
         self.idle_since = time.monotonic()  # when the last request ended
         self.answers = fakecache.Answers()  # fake-tensor calls jobs made, asked again here once the result is out
@@ -205,7 +219,8 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
-            self.keep_fake_cache()
+            self.finish_ending()  # its lessons, and the fake-tensor answers they ask for
+            self.keep_fake_cache()  # those of a job that left processes behind (learned already)
             self.idle_since = time.monotonic()
 
     def keep_fake_cache(self) -> None:
@@ -323,6 +338,7 @@ class Zygote:
     def run_child(self, request: ExportRequest, tail: Tail) -> Attempt:
         """Run the request in a job process (the standby, else a new fork) and
         supervise it to its end."""
+        self.finish_ending()  # an earlier attempt's job, whose pipes the standby must not inherit
         attempt = Attempt()
         starter: Forker | Spawner = self.spawns if self.method == "spawn" or request.path in self.fresh else self.forks
         job = starter.take_standby(request) or starter.fork_job(request)
@@ -335,26 +351,33 @@ class Zygote:
         try:
             supervise(self, job, request, attempt, tail)
             mark(f"zygote: request {request.id} job result read")
-            if attempt.imported is not None:
-                self.preloader.learn(attempt.imported)
-            if attempt.fake_cache and starter is self.forks:  # a spawned job's forks are none of ours
-                self.answers.learn(attempt.fake_cache)
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
             if later:
-                # The job has said everything (it flushes its output before its
-                # result) and started no process: kill it now, but let go of it after
-                # the result is sent and reap it later -- reaping waits for the kernel
-                # to free its memory, 10-20 ms of every save for nothing the result needs.
-                signal_group(job.pid)
+                # The job has said what the result needs (it flushes its output before
+                # its result) and started no process: the result goes out now; its
+                # lessons are read after, then it is killed and let go of -- and reaped
+                # later: reaping waits for the kernel to free its memory, 10-20 ms of
+                # every save for nothing the result needs.
                 drain(job.output_r, tail.add)
-                self.ending = (request.id, job, tail)
+                self.ending = Ending(request, job, tail, attempt, starter)
             else:
+                if attempt.result is not None:  # it left processes behind: its lessons first, bounded
+                    read_lessons(self, job, request, attempt)
                 attempt.dump = end_job(job, tail)
                 self.reap_strays()
-            self.forks.learn_from(job.pid)  # written before its result, if at all
+                self.learn(job, attempt, starter)
             mark(f"zygote: request {request.id} job ended")
         return attempt
+
+    def learn(self, job: Job, attempt: Attempt, starter: Forker | Spawner) -> None:
+        """What a job taught, for later jobs: the libraries to preload, the fake-tensor
+        calls to ask again here, the pages to copy into the standbys."""
+        if attempt.imported is not None:
+            self.preloader.learn(attempt.imported)
+        if attempt.fake_cache and starter is self.forks:  # a spawned job's forks are none of ours
+            self.answers.learn(attempt.fake_cache)
+        self.forks.learn_from(job.pid)  # written before it closed its event pipe, if at all
 
     def preloaded_modules(self) -> list[str]:
         """The library modules preloading imported here, in order: what a spawned job
@@ -370,17 +393,23 @@ class Zygote:
         return not children(job.pid) and children(os.getpid()) <= known
 
     def finish_ending(self) -> None:
-        """Let go of the killed job whose result was sent: close its pipes, and reap
-        it only once it is gone -- the kernel frees its memory on its own, and a
+        """The job whose result was sent: read the lessons it writes after it
+        (``read_lessons``, ``LESSONS_S`` at most), kill it, close its pipes, learn, and
+        reap it only once it is gone -- the kernel frees its memory on its own, and a
         request that came meanwhile need not wait for that (``reap_dead`` next
         time, or ``reap_strays``, reaps it)."""
         if self.ending is None:
             return
-        (request_id, job, tail), self.ending = self.ending, None
-        close_job(job, tail)
+        ending, self.ending = self.ending, None
+        job = ending.job
+        read_lessons(self, job, ending.request, ending.attempt)
+        signal_group(job.pid)
+        self.learn(job, ending.attempt, ending.starter)
+        self.keep_fake_cache()  # the answers they ask for: "let go" marks the end of all the result led to
+        close_job(job, ending.tail)
         self.forks.dying.add(job.pid)
         self.forks.reap_dead()
-        mark(f"zygote: request {request_id} job let go after its result")
+        mark(f"zygote: request {ending.request.id} job let go after its result")
 
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.

@@ -276,6 +276,8 @@ def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, 
             takers.append(_next_taker(log, f"zygote: request {i - 1} job let go after its result" if i else None))
             (result,) = pool.run([request_for(model, i)])
             assert [t.status for t in result.targets] == ["ok"]
+        # A job teaches after its result is out: the last one, before the worker exits.
+        _next_taker(log, f"zygote: request {len(files) - 1} job let go after its result")
     lines = trace.read(str(log))
 
     def told(pid: int) -> list[str]:

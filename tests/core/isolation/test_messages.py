@@ -40,6 +40,7 @@ EVERY_MESSAGE: list[m.Message] = [
     m.Phase("A", "lowering: onnx"),
     m.TargetDone(TargetResult("A", 2, "ok", export_ms=1.5), (Diagnostic.at("mutation/buffer", "m", SourceLine(4, 9, 4, 20), "A"),)),
     m.JobResult(RESULT),
+    m.Taught(),
 ]
 
 
@@ -56,7 +57,7 @@ def test_every_message_survives_a_frame(message: m.Message) -> None:
 
 def test_tags_are_unique_and_every_message_class_is_decodable() -> None:
     classes = {type(x) for x in EVERY_MESSAGE}
-    assert len({c.TAG for c in classes}) == len(classes) == 13
+    assert len({c.TAG for c in classes}) == len(classes) == 14
 
 
 def test_frames_arrive_in_pieces_and_together() -> None:

@@ -14,11 +14,12 @@ import pytest
 
 from exportlens.core.isolation.forking import Job
 from exportlens.core.isolation.jobclock import WALL_FACTOR, JobClock, elapsed_s
-from exportlens.core.isolation.messages import FromWorker
+from exportlens.core.isolation.messages import FromWorker, Imported, JobResult, Taught, write_frame
 from exportlens.core.isolation.pipes import Tail
-from exportlens.core.isolation.supervise import Attempt, supervise
+from exportlens.core.isolation.supervise import Attempt, read_lessons, supervise
 from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.model.request import ExportRequest, Limits
+from exportlens.core.model.results import FileResult
 
 HOARD_MB = 256
 
@@ -177,3 +178,56 @@ def test_a_job_waiting_for_a_cpu_forever_is_still_stopped(hoarder: Job) -> None:
     clock.delay_at_start = -1e9  # as if it had waited for a CPU all along
     assert not clock.out_of_time(1.0) and not clock.out_of_time(WALL_FACTOR)
     assert clock.out_of_time(WALL_FACTOR + 0.1)
+
+
+def _teaching_job(taught: bool) -> tuple[Job, int]:
+    """A child that writes its result, waits for a byte on the pipe returned, writes
+    its lessons (``Taught`` at the end when ``taught``), and then keeps its event pipe
+    open, as a process the model forked would."""
+    go_r, go_w = os.pipe()
+    events_r, events_w = os.pipe()
+    output_r, output_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            write_frame(events_w, JobResult(FileResult(path="/p/model.py")))
+            os.read(go_r, 1)
+            write_frame(events_w, Imported(("lib",), ("/site/lib/__init__.py",), ()))
+            if taught:
+                write_frame(events_w, Taught())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    for fd in (go_r, events_w, output_w):
+        os.close(fd)
+    for fd in (events_r, output_r):
+        os.set_blocking(fd, False)
+    return Job(pid, events_r, output_r, os.memfd_create("test-dump")), go_w
+
+
+@pytest.mark.parametrize("taught", [True, False])
+def test_the_result_is_taken_at_once_and_the_lessons_after_it(taught: bool) -> None:
+    """``supervise`` returns with the result, before the lessons the job writes after
+    it (``jobprocess._lessons``); ``read_lessons`` then takes them, and stops at
+    ``Taught`` though the pipe stays open -- or, without it, once its bound is spent."""
+    job, go = _teaching_job(taught)
+    request = ExportRequest(1, "/p/model.py", limits=Limits(timeout_s=60.0, memory_mb=4096))
+    attempt = Attempt()
+    try:
+        supervise(Quiet(), job, request, attempt, Tail())
+        assert attempt.result is not None and attempt.imported is None  # the lessons are not written yet
+        os.write(go, b"x")
+        started = time.monotonic()
+        read_lessons(Quiet(), job, request, attempt, bound_s=30.0 if taught else 1.0)
+        waited = time.monotonic() - started
+        assert attempt.imported is not None and attempt.imported.modules == ("lib",)
+        assert attempt.taught is taught
+        if taught:
+            assert waited < 30.0  # the pipe is still open: Taught is what ended the wait
+        else:
+            assert waited >= 1.0
+    finally:
+        os.kill(job.pid, signal.SIGKILL)
+        os.waitpid(job.pid, 0)
+        for fd in (go, job.events_r, job.output_r, job.dump_fd):
+            os.close(fd)
