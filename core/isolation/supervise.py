@@ -23,6 +23,7 @@ from exportlens.core.isolation.messages import (
     FromWorker,
     Imported,
     JobResult,
+    Message,
     MessageError,
     Phase,
     Progress,
@@ -107,10 +108,9 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                     if not inputs.read(output_r, tail.add, max_chunks=16):
                         inputs.remove(output_r)
                 elif key == "events":
-                    chunks: list[bytes] = []
-                    open_ = inputs.read(events_r, chunks.append)
                     try:
-                        for message in events.feed(b"".join(chunks)):
+                        messages, open_ = _read_events(inputs, events_r, events)
+                        for message in messages:
                             if on_event(message, request, attempt, control.send):
                                 clock.limit_s = limits.timeout_s
                                 clock.restart(time.monotonic())
@@ -158,6 +158,14 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
             tail.add(chunk)
 
 
+def _read_events(inputs: Waiter, events_r: int, frames: FrameDecoder) -> tuple[list[Message], bool]:
+    """The messages the job wrote since the last read (raises MessageError on garbage),
+    and whether its event pipe is still open."""
+    chunks: list[bytes] = []
+    open_ = inputs.read(events_r, chunks.append)
+    return frames.feed(b"".join(chunks)), open_
+
+
 def read_lessons(control: Control, job: Job, request: ExportRequest, attempt: Attempt, bound_s: float = LESSONS_S) -> None:
     """Read on what the job writes after its result (``jobprocess._lessons``: the
     modules it imported, the fake-tensor calls it made) into ``attempt``, until it
@@ -178,10 +186,9 @@ def read_lessons(control: Control, job: Job, request: ExportRequest, attempt: At
                 elif key == "wake":
                     control.read_wake()
                 elif key == "events":
-                    chunks: list[bytes] = []
-                    open_ = inputs.read(job.events_r, chunks.append)
                     try:
-                        for message in attempt.frames.feed(b"".join(chunks)):
+                        messages, open_ = _read_events(inputs, job.events_r, attempt.frames)
+                        for message in messages:
                             on_event(message, request, attempt, lambda _: None)
                     except MessageError:
                         return  # garbage after its result: the lessons are lost, nothing else

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -58,36 +58,52 @@ def rss_mb(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-@pytest.fixture
-def hoarder() -> Iterator[Job]:
-    """A child that holds HOARD_MB of touched memory and then idles, as a job process."""
-    ready_r, ready_w = os.pipe()
+def _job_process(child: Callable[[int], None], *child_ends: int) -> Job:
+    """A forked child that runs ``child(events_w)`` and exits, as a job process: the
+    worker's ends of its event and output pipes (non-blocking) and a dump file. The
+    parent closes ``child_ends`` (the child's ends of the caller's own pipes)."""
     events_r, events_w = os.pipe()
     output_r, output_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            hoard = bytearray(HOARD_MB << 20)  # zero-filled: every page written
-            os.write(ready_w, b"x")
-            signal.pause()
-            del hoard
+            child(events_w)
         finally:
             os._exit(0)
-    for fd in (ready_w, events_w, output_w):
+    for fd in (*child_ends, events_w, output_w):
         os.close(fd)
-    assert os.read(ready_r, 1) == b"x"
-    os.close(ready_r)
     for fd in (events_r, output_r):
         os.set_blocking(fd, False)
-    job = Job(pid, events_r, output_r, os.memfd_create("test-dump"))
-    yield job
+    return Job(pid, events_r, output_r, os.memfd_create("test-dump"))
+
+
+def _end(job: Job, *fds: int) -> None:
+    """Kill and reap the job process; close its pipes, its dump file and ``fds``."""
     try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        os.kill(job.pid, signal.SIGKILL)
+        os.waitpid(job.pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
-    for fd in (events_r, output_r, job.dump_fd):
+    for fd in (*fds, job.events_r, job.output_r, job.dump_fd):
         os.close(fd)
+
+
+@pytest.fixture
+def hoarder() -> Iterator[Job]:
+    """A child that holds HOARD_MB of touched memory and then idles, as a job process."""
+    ready_r, ready_w = os.pipe()
+
+    def hoard(events_w: int) -> None:
+        held = bytearray(HOARD_MB << 20)  # zero-filled: every page written
+        os.write(ready_w, b"x")
+        signal.pause()
+        del held
+
+    job = _job_process(hoard, ready_w)
+    assert os.read(ready_r, 1) == b"x"
+    os.close(ready_r)
+    yield job
+    _end(job)
 
 
 @MEMORY_CAP
@@ -114,27 +130,19 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
     running time. Yields the job and the child's resident MB before it hoards."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
-    events_r, events_w = os.pipe()
-    output_r, output_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.write(ready_w, b"x")
-            os.read(go_r, 1)
-            hoard = [bytearray(16 << 20) for _ in range(SLOW_HOARD_MB // 16)]
-            signal.pause()
-            del hoard
-        finally:
-            os._exit(0)
-    for fd in (ready_w, go_r, events_w, output_w):
-        os.close(fd)
+
+    def hoard_when_told(events_w: int) -> None:
+        os.write(ready_w, b"x")
+        os.read(go_r, 1)
+        held = [bytearray(16 << 20) for _ in range(SLOW_HOARD_MB // 16)]
+        signal.pause()
+        del held
+
+    job = _job_process(hoard_when_told, ready_w, go_r)
     assert os.read(ready_r, 1) == b"x"
     os.close(ready_r)
-    for fd in (events_r, output_r):
-        os.set_blocking(fd, False)
-    before = rss_mb(pid)
+    before = rss_mb(job.pid)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4 * (os.cpu_count() or 1))]
-    job = Job(pid, events_r, output_r, os.memfd_create("test-dump"))
     try:
         os.write(go_w, b"x")
         yield job, before
@@ -142,13 +150,7 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
         for hog in hogs:
             hog.kill()
             hog.wait()
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        for fd in (go_w, events_r, output_r, job.dump_fd):
-            os.close(fd)
+        _end(job, go_w)
 
 
 @MEMORY_CAP
@@ -185,24 +187,16 @@ def _teaching_job(taught: bool) -> tuple[Job, int]:
     its lessons (``Taught`` at the end when ``taught``), and then keeps its event pipe
     open, as a process the model forked would."""
     go_r, go_w = os.pipe()
-    events_r, events_w = os.pipe()
-    output_r, output_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            write_frame(events_w, JobResult(FileResult(path="/p/model.py")))
-            os.read(go_r, 1)
-            write_frame(events_w, Imported(("lib",), ("/site/lib/__init__.py",), ()))
-            if taught:
-                write_frame(events_w, Taught())
-            time.sleep(60)
-        finally:
-            os._exit(0)
-    for fd in (go_r, events_w, output_w):
-        os.close(fd)
-    for fd in (events_r, output_r):
-        os.set_blocking(fd, False)
-    return Job(pid, events_r, output_r, os.memfd_create("test-dump")), go_w
+
+    def teach(events_w: int) -> None:
+        write_frame(events_w, JobResult(FileResult(path="/p/model.py")))
+        os.read(go_r, 1)
+        write_frame(events_w, Imported(("lib",), ("/site/lib/__init__.py",), ()))
+        if taught:
+            write_frame(events_w, Taught())
+        time.sleep(60)
+
+    return _job_process(teach, go_r), go_w
 
 
 @pytest.mark.parametrize("taught", [True, False])
@@ -227,7 +221,4 @@ def test_the_result_is_taken_at_once_and_the_lessons_after_it(taught: bool) -> N
         else:
             assert waited >= 1.0
     finally:
-        os.kill(job.pid, signal.SIGKILL)
-        os.waitpid(job.pid, 0)
-        for fd in (go, job.events_r, job.output_r, job.dump_fd):
-            os.close(fd)
+        _end(job, go)
