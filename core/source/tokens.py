@@ -27,6 +27,7 @@ cache then keys that file by its bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import tokenize
@@ -83,9 +84,19 @@ class Tokens:
     introspects: bool
 
 
+# The same text is asked for several times per save: the server's check of an edit
+# (``same_tokens``), then the cache's lookup and store of the export it starts, then
+# the next edit's check against it. Python 3.11's tokenizer is pure Python (~1 ms for
+# a small model file, a few under load, on the way to the export): each text once.
+# ``Tokens`` is immutable; the cache is thread-safe and keyed by the bytes' equality.
 def _kept(data: bytes) -> Tokens | None:
     """Tokenize ``data``; None when Python's tokenizer refuses it (such a file gets a
     syntax error, which is keyed by its bytes)."""
+    return _tokenized(data if type(data) is bytes else bytes(data))
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenized(data: bytes) -> Tokens | None:
     h = hashlib.sha256()
     rows: list[int] = []
     spans: list[int] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from exportlens.core.source import tokens
 from exportlens.core.source.tokens import line_map, reads_own_source, token_key
 
 BASE = b'''"""A model."""
@@ -88,3 +89,23 @@ def test_files_that_can_see_their_own_lines_are_flagged(source: bytes) -> None:
 
 def test_an_ordinary_model_is_not_flagged() -> None:
     assert not reads_own_source(BASE)
+
+
+def test_a_text_is_tokenized_once_however_often_it_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save asks for the same text's tokens several times (the edit's check, the
+    cache's lookup and its store, the next edit's check): Python's tokenizer runs once
+    per text, equal bytes from any caller (a bytearray too) give the same answer, and
+    another text is tokenized for itself."""
+    tokens._tokenized.cache_clear()
+    calls = []
+    real = tokens.tokenize.tokenize
+    monkeypatch.setattr(tokens.tokenize, "tokenize", lambda readline: (calls.append(1), real(readline))[1])
+    text = BASE + b"# a text no other test tokenizes\n"
+    first = tokens.tokens_of(text)
+    assert first is not None and len(calls) == 1
+    assert tokens.tokens_of(bytes(bytearray(text))) == first and tokens.token_key(bytearray(text)) == first.key
+    assert line_map(text, text) is not None and reads_own_source(text) is False
+    assert len(calls) == 1
+    other = text.replace(b"x.sin()", b"x.cos()")
+    assert tokens.token_key(other) != first.key
+    assert len(calls) == 2
