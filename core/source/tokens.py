@@ -89,10 +89,15 @@ class Tokens:
 # the next edit's check against it. Python 3.11's tokenizer is pure Python (~1 ms for
 # a small model file, a few under load, on the way to the export): each text once.
 # ``Tokens`` is immutable; the cache is thread-safe and keyed by the bytes' equality.
+# A text over ``MEMO_MAX`` is not kept (the server's memory: 8 of them at most).
+MEMO_MAX = 1 << 20
+
+
 def _kept(data: bytes) -> Tokens | None:
     """Tokenize ``data``; None when Python's tokenizer refuses it (such a file gets a
     syntax error, which is keyed by its bytes)."""
-    return _tokenized(data if type(data) is bytes else bytes(data))
+    data = data if type(data) is bytes else bytes(data)
+    return _tokenized(data) if len(data) <= MEMO_MAX else _tokenized.__wrapped__(data)
 
 
 @functools.lru_cache(maxsize=8)

@@ -109,3 +109,8 @@ def test_a_text_is_tokenized_once_however_often_it_is_asked(monkeypatch: pytest.
     other = text.replace(b"x.sin()", b"x.cos()")
     assert tokens.token_key(other) != first.key
     assert len(calls) == 2
+
+    # A text too large to keep is tokenized each time (and still right).
+    big = text + b"# padding\n" * (tokens.MEMO_MAX // 10)
+    assert tokens.token_key(big) == tokens.token_key(big) == first.key
+    assert len(calls) == 4
