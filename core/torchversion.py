@@ -9,11 +9,10 @@ server's notice) instead of running exports the range was never tested with.
 
 The version is read from the installed metadata (``importlib.metadata``), never by
 importing torch: the CLI's front end and the language server never import it. The
-server asks before every export, so a distribution's version is remembered by its
-``METADATA`` file's metadata (``core/disk/states.settled``): parsing torch's
-``METADATA`` took ~1 ms (a few under load) of every save, and a torch installed or
-replaced while the server runs is still seen, since its ``METADATA`` is another file
-or was written since. The
+server asks before every export, so a wheel's version is read from its METADATA's
+headers by hand (``core/disk/states.metadata_fields``), not through importlib's email
+parser, which read torch's whole description (~1 ms, a few under load, of every
+save); a torch installed or replaced while the server runs is seen at once. The
 job process, which has torch imported, reaches torch's private APIs through
 ``exportlens.core.torchcompat``, which builds on this module.
 """
@@ -21,11 +20,10 @@ job process, which has torch imported, reaches torch's private APIs through
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import re
 import sys
 
-from exportlens.core.disk.states import settled
+from exportlens.core.disk.states import metadata_fields
 
 LOWEST = (2, 10)  # the oldest minor release scripts/compat proves
 BELOW = (2, 16)  # the first minor release not yet proven
@@ -96,30 +94,11 @@ def pairing(distribution: str, torch: str | None = None) -> str | None:
     )
 
 
-# distribution name -> (its METADATA file and that file's metadata when read, its version)
-_versions: dict[str, tuple[tuple[str, int, int, int, int], str]] = {}
-
-
 def _distribution_version(name: str) -> str | None:
     try:
         found = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
         return None
     folder = getattr(found, "_path", None)  # a PathDistribution's dist-info (egg-info) folder
-    if folder is None:
-        return found.version
-    metadata = os.path.join(str(folder), "METADATA")
-    try:
-        st = os.stat(metadata)
-    except OSError:
-        return found.version  # egg-info (PKG-INFO), or a folder being replaced: read as importlib does
-    seen = (metadata, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    memo = _versions.get(name)
-    if memo is not None and memo[0] == seen:
-        return memo[1]
-    version = found.version
-    if settled(st.st_mtime_ns, st.st_ctime_ns):  # a METADATA written in the last 2 s may change within its time stamp
-        _versions[name] = (seen, version)
-    else:
-        _versions.pop(name, None)
-    return version
+    version = metadata_fields(str(folder)).get("Version") if folder is not None else None
+    return version or found.version  # egg-info (PKG-INFO), or no Version header: as importlib reads it

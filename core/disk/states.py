@@ -135,11 +135,20 @@ def _record_state(record: str) -> str | None:
     digest = _sha256(record)
     if digest is None:
         return None
-    # Name and version from METADATA's headers (read by hand: importlib.metadata's
-    # email parser took half of a cold lookup). Its hash is in the RECORD already.
+    # Name and version from METADATA's headers. Its hash is in the RECORD already.
+    fields = metadata_fields(os.path.dirname(record))
+    if not fields.get("Name") or not fields.get("Version"):
+        return None
+    return f"dist {fields['Name']} {fields['Version']} sha256:{digest}"
+
+
+def metadata_fields(dist_info: str) -> dict[str, str]:
+    """The ``Name`` and ``Version`` headers of a ``.dist-info`` folder's METADATA (empty
+    when it cannot be read). Read by hand, up to the blank line that ends the headers:
+    importlib.metadata's email parser reads the whole description (torch's: ~1 ms)."""
     fields: dict[str, str] = {}
     try:
-        with open(os.path.join(os.path.dirname(record), "METADATA"), encoding="utf-8", errors="replace") as f:
+        with open(os.path.join(dist_info, "METADATA"), encoding="utf-8", errors="replace") as f:
             for line in f:
                 if not line.strip():
                     break  # the headers end: the description follows
@@ -147,10 +156,8 @@ def _record_state(record: str) -> str | None:
                 if colon and key in ("Name", "Version"):
                     fields.setdefault(key, value.strip())
     except OSError:
-        return None
-    if not fields.get("Name") or not fields.get("Version"):
-        return None
-    return f"dist {fields['Name']} {fields['Version']} sha256:{digest}"
+        return {}
+    return fields
 
 
 def dependency_bytes(path: str) -> bytes | None:

@@ -1,20 +1,15 @@
-"""The installed torch's version, read from its metadata before every export: a torch
-installed or replaced while the server runs is seen at its next export; a METADATA
-whose metadata is old enough to vouch for it is not parsed again."""
+"""The installed torch's version, read from its METADATA's headers before every export:
+a torch installed or replaced while the server runs is seen at its next export."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
-import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from exportlens.core import torchversion
-from exportlens.core.disk import states
 
 NAME = "exportlens-probe-dist"
 
@@ -30,7 +25,6 @@ def _install(site: Path, version: str) -> Path:
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.setattr(torchversion, "_versions", {})
     return tmp_path
 
 
@@ -47,32 +41,19 @@ def test_a_distribution_replaced_or_rewritten_is_seen_at_the_next_look(site: Pat
     assert torchversion._distribution_version(NAME) is None
 
 
-def _stat_as(monkeypatch: pytest.MonkeyPatch, metadata: Path, times_ns: int) -> None:
-    st = os.stat(metadata)
-    aged = SimpleNamespace(st_dev=st.st_dev, st_ino=st.st_ino, st_size=st.st_size, st_mtime_ns=times_ns, st_ctime_ns=times_ns)
-    real_stat = os.stat
-    monkeypatch.setattr(torchversion.os, "stat", lambda path, *args, **kw: aged if str(path) == str(metadata) else real_stat(path, *args, **kw))
-
-
-def test_metadata_vouches_for_the_version_only_once_it_is_older_than_the_clocks_granularity(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stat is made to say the same thing before and after a rewrite of the METADATA:
-    with recent times (a coarse clock's tick) the version is read again; with old ones
-    the remembered version stands, unparsed (the saving: ~1 ms of every save)."""
+def test_the_version_is_the_headers_and_nothing_of_the_description(site: Path) -> None:
+    """Read by hand up to the blank line that ends the headers (importlib's parser
+    reads the whole description: ~1 ms of every save for torch's): a ``Version:`` in
+    the description is not taken for the version."""
     metadata = _install(site, "2.13.0") / "METADATA"
-    _stat_as(monkeypatch, metadata, time.time_ns())
+    metadata.write_text(metadata.read_text() + "Version: 9.9.9\n")
     assert torchversion._distribution_version(NAME) == "2.13.0"
-    metadata.write_text(metadata.read_text().replace("2.13.0", "2.13.9"))  # same size, same frozen metadata
-    assert torchversion._distribution_version(NAME) == "2.13.9"
-
-    _stat_as(monkeypatch, metadata, time.time_ns() - 10 * states.RACY_NS)
-    assert torchversion._distribution_version(NAME) == "2.13.9"  # read, and remembered
-    metadata.write_text(metadata.read_text().replace("2.13.9", "2.13.8"))
-    assert torchversion._distribution_version(NAME) == "2.13.9"  # the metadata vouches: not parsed again
+    metadata.write_text(metadata.read_text().replace("Version: 2.13.0\n", ""))  # no header: as importlib reads it
+    assert torchversion._distribution_version(NAME) is None
 
 
 def test_problem_reads_the_installed_torch_of_this_environment() -> None:
     import importlib.metadata
 
     assert torchversion.installed() == importlib.metadata.version("torch")
-    assert torchversion.installed() == importlib.metadata.version("torch")  # from the memo, as it was read
     assert torchversion.problem() is None
