@@ -84,9 +84,17 @@ class Control(Protocol):
     def stop_requested(self) -> bool: ...
 
 
-def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attempt, tail: Tail) -> None:
+def supervise(
+    control: Control,
+    job: Job,
+    request: ExportRequest,
+    attempt: Attempt,
+    tail: Tail,
+    exporting: Callable[[], None] | None = None,
+) -> None:
     """Follow the job until it sent its result, died, ran out of time or memory, or
-    the worker was told to stop it; ``attempt`` says which. The caller kills it."""
+    the worker was told to stop it; ``attempt`` says which. The caller kills it.
+    ``exporting`` is called once, when the job begins its first target (its file ran)."""
     pid, events_r, output_r = job.pid, job.events_r, job.output_r
     limits = request.limits
     memory_kb = limits.memory_mb * 1024
@@ -114,6 +122,9 @@ def supervise(control: Control, job: Job, request: ExportRequest, attempt: Attem
                             if on_event(message, request, attempt, control.send):
                                 clock.limit_s = limits.timeout_s
                                 clock.restart(time.monotonic())
+                            if exporting is not None and isinstance(message, TargetBegins):
+                                exporting()
+                                exporting = None
                     except MessageError as e:
                         attempt.failure, attempt.detail = "worker-crash", f"after writing garbage to its event pipe ({e})"
                         return

@@ -344,12 +344,15 @@ class Zygote:
         job = starter.take_standby(request) or starter.fork_job(request)
         mark(f"zygote: request {request.id} in job {job.pid}")
         self.send(JobStarted(request.id, job.pid))
-        # The next save's process, forked now: a save right after this result finds it
-        # warm instead of waiting for a fork and its hot pages (~35 ms).
-        starter.spawn_standby(busy=job)
         later = False
         try:
-            supervise(self, job, request, attempt, tail)
+            # The next save's process is forked beside this job, so that a save right
+            # after this result finds it warm instead of waiting for a fork and its hot
+            # pages (~35 ms); once the job begins exporting, not as it starts: the fork
+            # and the standby's warming took the CPU from the job's own start -- running
+            # the file, building the model -- while the server, the editor and this
+            # zygote are busy with the save too (~10 ms of a BERT save back to back).
+            supervise(self, job, request, attempt, tail, exporting=lambda: starter.spawn_standby(busy=job))
             mark(f"zygote: request {request.id} job result read")
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:

@@ -149,7 +149,11 @@ def _next_taker(log: Path, after: str | None, timeout: float = 120.0) -> int:
 
 
 SLICES = """
+import time
+
 import torch
+
+time.sleep(0.3)  # a file that takes its time to run: the standby is not forked meanwhile
 
 
 class Slices(torch.nn.Module):
@@ -165,7 +169,8 @@ example_args = (torch.randn(64),)
 @HOT_PAGES_READ_FROM_PROC
 def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_worker_much(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once standbys warm by hot pages, the next one is forked while a job runs, so a
-    save right after the result finds it warm. A job that sent many new fake-tensor
+    save right after the result finds it warm -- once the job has run the file and
+    begun its target, not while it starts. A job that sent many new fake-tensor
     cache entries (a new model, ``fakecache``) makes the worker fork it again after
     keeping them; one that sent a few (a changed constant) does not."""
     log = tmp_path / "trace"
@@ -179,7 +184,8 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
             model.write_text(SLICES.replace("SCALE", scale) + f"\n_save = {i}\n")
             (result,) = pool.run([request_for(model, i)])
             assert [t.status for t in result.targets] == ["ok"]
-    steps = [what for _, _, what in trace.read(str(log))]
+    lines = [(pid, what) for _, pid, what in trace.read(str(log))]
+    steps = [what for _, what in lines]
 
     def at(what: str) -> int:
         return steps.index(what)
@@ -196,6 +202,8 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
     # runs in the process forked beside the job.
     for i in (1, 2):
         assert at(f"zygote: request {i} in job {takers[i]}") < at(f"zygote: standby {takers[i + 1]} forked") < at(f"zygote: request {i} result sent")
+        # The job's start -- its file run, its model built -- is over by then.
+        assert lines.index((takers[i], "job: model file run")) < at(f"zygote: standby {takers[i + 1]} forked")
     assert at("zygote: request 2 result sent") < second
 
 
