@@ -264,13 +264,32 @@ class Pipeline:
 
     def store(self, request: ExportRequest, result: FileResult) -> None:
         """Keep ``result`` for ``request`` (the cache decides whether it is worth keeping)."""
+        write = self.check_store(request, result)
+        if write is not None:
+            write()
+
+    def check_store(self, request: ExportRequest, result: FileResult) -> Callable[[], None] | None:
+        """``store`` in two halves: whether ``result`` may be kept, checked now (the
+        file and its local imports as the export left them), and the function that
+        writes it, to call now or later; None when nothing is to be written."""
         cache = self.cache_for(request.path)
         if cache is None:
-            return
+            return None
         try:
-            cache.store(request, result)
+            checked = cache.check(request, result)
         except Exception as e:  # noqa: BLE001 - a cache must never break an export
             self._warn(f"writing the cache failed ({type(e).__name__}: {e})")
+            return None
+        if checked is None:
+            return None
+
+        def write() -> None:
+            try:
+                cache.write(checked)
+            except Exception as e:  # noqa: BLE001 - a cache must never break an export
+                self._warn(f"writing the cache failed ({type(e).__name__}: {e})")
+
+        return write
 
     def compare(self, result: FileResult) -> FileResult:
         """``result`` checked against its project's snapshot, when there is one:

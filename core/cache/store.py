@@ -45,7 +45,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ from exportlens.core.cache.files import (
     listed_libraries,
 )
 from exportlens.core.cache.keys import first_key, second_key, source_bytes, states_now
-from exportlens.core.cache.moved import moved_result, tokens_file, tokens_key
+from exportlens.core.cache.moved import module_texts, moved_result, tokens_file, tokens_key
 from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remote import Rejected, RemoteStore, lookup_bound_s
@@ -137,6 +137,24 @@ def default_cache_dir() -> Path:
     if xdg and os.path.isabs(xdg):
         return Path(xdg) / "exportlens"
     return Path.home() / ".cache" / "exportlens"
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A result that may be kept, with what keys it, as of its check
+    (``ResultCache.check``): everything read from the disk (the file, its local
+    modules, pyproject.toml, whether it is as saved) is read then, so writing it
+    later files it under the keys of the files the export ran."""
+
+    request: ExportRequest
+    result: FileResult
+    key1: str
+    key2: str
+    deps: list[str]
+    libraries: list[str]
+    places: Places
+    share: bool  # the shared store gets it too
+    tokens: tuple[str, bytes] | None  # the tokens manifest's key and file (``moved.tokens_file``)
 
 
 class ResultCache:
@@ -214,12 +232,29 @@ class ResultCache:
         """Keep ``result`` for ``request``, unless it is not :func:`cacheable` or, when
         ``lookup(request)`` came first (as it should: look up, export on a miss, store),
         the file or a local import changed since. IO errors are logged, never raised."""
+        checked = self.check(request, result)
+        if checked is not None:
+            self.write(checked)
+
+    def check(self, request: ExportRequest, result: FileResult) -> Checked | None:
+        """``store``'s first half, as of now: whether ``result`` may be kept (see
+        ``store``), with what keys it. ``write`` does the rest, then or later (the
+        server writes a moment after the result arrived, off the save's path: a file
+        changed in that moment must not count as changed during the export)."""
         with self._lock:
             seen = self._pending.pop(request, None)
         if not cacheable(result) or result.path != request.path:
-            return
+            return None
         try:
-            self._store(request, result, seen)
+            return self._check(request, result, seen)
+        except Exception as e:  # noqa: BLE001 - a cache must never break a check
+            self._warn_store(e)
+            return None
+
+    def write(self, checked: Checked) -> None:
+        """Write what ``check`` let through. IO errors are logged, never raised."""
+        try:
+            self._write_checked(checked)
         except Exception as e:  # noqa: BLE001 - a cache must never break a check
             self._warn_store(e)
 
@@ -464,11 +499,11 @@ class ResultCache:
 
     # ---- store internals
 
-    def _store(self, request: ExportRequest, result: FileResult, seen: tuple[bytes, int] | None) -> None:
+    def _check(self, request: ExportRequest, result: FileResult, seen: tuple[bytes, int] | None) -> Checked | None:
         try:
             source = source_bytes(request)
         except (OSError, UnicodeError):
-            return  # an unreadable model file: nothing to key the result by
+            return None  # an unreadable model file: nothing to key the result by
         deps = list(result.local_imports)
         # Key the entry by the dependency states the export itself saw when it has
         # them: re-reading them now races with an edit landing mid-store.
@@ -479,7 +514,7 @@ class ResultCache:
             digest, looked_up_ns = seen
             if hashlib.sha256(source).digest() != digest:
                 log.debug("%s changed while it was exported; not cached", request.path)
-                return
+                return None
             overlaid = {p for p, _ in request.overlays}
             for i, dep in enumerate(deps):
                 if states is not None and states[i] == ABSENT:
@@ -489,9 +524,9 @@ class ResultCache:
                 try:
                     if os.stat(dep).st_mtime_ns > looked_up_ns:
                         log.debug("%s changed while %s was exported; not cached", dep, request.path)
-                        return
+                        return None
                 except OSError:
-                    return  # gone already: the entry could never be hit
+                    return None  # gone already: the entry could never be hit
         key1 = first_key(request, source)
         places = places_for(request.root)
         # The libraries' states as the export ran them: one upgraded since keys this
@@ -499,13 +534,17 @@ class ResultCache:
         libraries = list(result.libraries)
         key2 = second_key(key1, deps, states, libraries=libraries, library_states=list(result.library_states), places=places)
         if key2 is None:
-            return
+            return None
+        tokens = tokens_file(request, source, key1, deps, states, libraries, places, module_texts(deps, states))
+        return Checked(request, result, key1, key2, deps, libraries, places, self._shares(request, source), tokens)
+
+    def _write_checked(self, checked: Checked) -> None:
+        key1, key2, places, share = checked.key1, checked.key2, checked.places, checked.share
         # Nothing of this machine in the file: its paths relative to the project and
         # the environment, put back by whoever reads it (``exportlens.core.cache.portable``).
-        entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": places.portable_plain(to_plain(result))}))
+        entry = encode_file(KIND_ENTRY, pack({"key": key2, "result": places.portable_plain(to_plain(checked.result))}))
         if len(entry) > MAX_FILE_BYTES:
             return
-        share = self._shares(request, source)
         # This result's list first, then the others the manifest named (another
         # process may store between the read and the write: a list lost is a miss);
         # a writer of the store keeps the lists the store's manifest named too.
@@ -515,8 +554,10 @@ class ResultCache:
         self._ensure_directory()
         # The entry first: a manifest should not name an entry that is not there yet.
         written = self._write(self._path(key2, KIND_ENTRY), entry, share=share)
-        written += self._write_manifest(key1, deps, libraries, places, kept, share=share)
-        written += self._store_tokens(request, source, key1, deps, states, libraries, places, share)
+        written += self._write_manifest(key1, checked.deps, checked.libraries, places, kept, share=share)
+        if checked.tokens is not None:  # comment-only edits may reuse this result
+            key, data = checked.tokens
+            written += self._write(self._path(key, KIND_TOKENS), data, share=share)
         self._account(written)
 
     def _shares(self, request: ExportRequest, source: bytes) -> bool:
@@ -532,17 +573,6 @@ class ResultCache:
                 return f.read() == source
         except OSError:
             return False
-
-    def _store_tokens(
-        self, request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str], places: Places, share: bool
-    ) -> int:
-        """Write the tokens manifest when comment-only edits may reuse this result
-        (``moved.tokens_file``). Bytes written."""
-        made = tokens_file(request, source, key1, deps, states, libraries, places)
-        if made is None:
-            return 0
-        key, data = made
-        return self._write(self._path(key, KIND_TOKENS), data, share=share)
 
     def _ensure_directory(self) -> None:
         if not self.directory.is_dir():

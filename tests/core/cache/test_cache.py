@@ -321,6 +321,27 @@ def test_the_entry_is_keyed_by_the_helper_bytes_the_export_read(project: Project
     assert cache.lookup(project.request()) == result  # the bytes that ran: a hit
 
 
+def test_a_store_written_after_its_check_is_filed_under_the_files_the_export_ran(project: Project, cache: ResultCache) -> None:
+    """The server checks a store as the result arrives and writes it a moment later
+    (``server/stores.py``): a module edited in comments, and pyproject.toml edited, in
+    between must neither keep the result out nor file it under their new bytes."""
+    request = project.request()
+    assert cache.lookup(request) is None
+    read = hashlib.sha256(project.helpers.read_bytes()).hexdigest()
+    result = dataclasses.replace(project.result(), local_import_hashes=(read,))
+    checked = cache.check(request, result)
+    assert checked is not None
+    pyproject = project.root / "pyproject.toml"
+    settings = pyproject.read_text()
+    project.helpers.write_text("# the width\nWIDTH = 4\n")  # saved after the result, comments only
+    pyproject.write_text(settings + "# a note\n")
+    cache.write(checked)
+    assert cache.lookup(project.request()) is None  # this pyproject.toml's bytes never ran
+    pyproject.write_text(settings)
+    moved = cache.lookup(project.request())  # the helper as it ran, its lines moved
+    assert moved is not None and moved.targets == result.targets and cache.moved == 1
+
+
 @pytest.mark.parametrize("recorded", [True, False], ids=["states-recorded", "no-states"])
 def test_a_result_made_from_a_modules_unsaved_text_is_never_the_disks(recorded: bool, project: Project, cache: ResultCache) -> None:
     """Issue 22, point 9: the editor exports with the unsaved text of an open module;
