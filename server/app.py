@@ -38,6 +38,7 @@ from exportlens.server.features.progress import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
+from exportlens.server.stores import DeferredStores
 from exportlens.server.trust import TrustGate
 from exportlens.server.workers import ExportBridge, WorkerState
 
@@ -67,6 +68,8 @@ class ExportLensServer(LanguageServer):
         # uploads may take many seconds) on a thread of its own: lookups, overlays and
         # hover indexes on ``io`` never wait behind an upload.
         self.stores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-store")
+        # A new result goes there a moment later, off the save's path (``stores``).
+        self.deferred_stores = DeferredStores(self.stores)
         # A save's cache lookup on a thread of its own: a save right after a result
         # never queues behind that result's hover index, re-check or overlays on ``io``.
         self.lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-lookup")
@@ -271,6 +274,7 @@ class ExportLensServer(LanguageServer):
 
     async def stop(self) -> None:
         self.scheduler.cancel_all()
+        self.deferred_stores.flush()  # the stores' thread finishes them before the process exits
         if self.watcher is not None:
             self.watcher.close()
         await self.bridge.close()
@@ -325,6 +329,7 @@ def main(tcp: str | None = None, *, socket_path: str | None = None, token_file: 
             sys.stdout = sys.stderr  # a stray print must never corrupt the LSP stream
             framing.run_stdio(server, sys.stdin.buffer, stdout)  # pygls' start_io, surviving bad frames
     finally:
+        server.deferred_stores.flush()  # the client left without a shutdown: still stored
         server.bridge.close_now()
         if server.watcher is not None:
             server.watcher.close()

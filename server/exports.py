@@ -83,7 +83,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
         result = await runner.run_on_worker(server, request)
         if result is None:
             return
-        server.stores.submit(pipeline.store, request, result)  # never raises; the export need not wait
+        server.deferred_stores.submit(pipeline, request, result)  # never raises; the export need not wait
     if not server.scheduler.is_latest(uri, generation) or server.documents.get(uri) is not state:
         return  # a newer version (or a close) came in: this result is stale
     result = pipeline.compare(result)  # against the snapshot as it is now; never cached

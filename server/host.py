@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from exportlens.server.features.progress import JobProgress
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
+    from exportlens.server.stores import DeferredStores
     from exportlens.server.trust import TrustGate
     from exportlens.server.workers import ExportBridge
 
@@ -54,6 +55,7 @@ class Host(Protocol):
     bridge: ExportBridge
     io: ThreadPoolExecutor  # cache reads and index builds, off the event loop
     stores: ThreadPoolExecutor  # storing results (and uploading them), off the event loop and ``io``
+    deferred_stores: DeferredStores  # a new result's store, handed to ``stores`` once off the save's path
     lookups: ThreadPoolExecutor  # a save's cache lookup, never behind ``io``'s index builds
     fresh: set[str]  # documents whose next export skips the cache
     progress_for: dict[int, JobProgress]  # request id -> its $/progress

@@ -64,7 +64,7 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
     server.log_message(f"exportlens: {os.path.basename(file)} is not in the cache; exporting it to show what it does to an open module", types.MessageType.Log)
     found = await runner.run_on_worker(server, request)
     if found is not None:
-        server.stores.submit(pipeline.store, request, found)
+        server.deferred_stores.submit(pipeline, request, found)
     return found, True
 
 

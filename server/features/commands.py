@@ -143,9 +143,10 @@ def register(server: Host) -> None:
         paths = [state.path for state in ls.documents.values()]
         if not paths:
             paths = [os.path.join(ls.workspace.root_path or os.getcwd(), "_")]
-        # On the stores' thread, after every store submitted before it: a result still
-        # being stored (a re-export's, which the client has seen) would land after the
-        # clearing and be served again.
+        # On the stores' thread, after every store submitted before it (those still
+        # waiting to go there first): a result still being stored (a re-export's, which
+        # the client has seen) would land after the clearing and be served again.
+        ls.deferred_stores.flush()
         return int(await asyncio.get_running_loop().run_in_executor(ls.stores, ls.pipeline.clear, paths))
 
     @server.command(TRUST)

@@ -8,6 +8,7 @@ import asyncio
 import inspect
 import threading
 from types import SimpleNamespace
+from typing import Callable
 
 from exportlens.server.app import create_server
 
@@ -19,6 +20,14 @@ class Cleared:
     def clear(self, paths: list[str]) -> int:
         self.order.append("cleared")
         return 0
+
+
+class Stored:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    def check_store(self, request: object, result: object) -> Callable[[], None]:
+        return lambda: self.order.append("stored")
 
 
 def test_clearing_the_cache_waits_for_the_stores_before_it() -> None:
@@ -52,3 +61,23 @@ def test_clearing_the_cache_waits_for_the_stores_before_it() -> None:
     finally:
         release.set()
     assert order == ["stored", "cleared"]
+
+
+def test_a_store_still_waiting_to_start_goes_before_the_clearing() -> None:
+    """A new result's store waits a moment before it goes to the stores' thread
+    (``server/stores``): the clearing hands it over first, so it lands before."""
+    server = create_server()
+    order: list[str] = []
+    server.pipeline.clear = Cleared(order).clear  # type: ignore[method-assign]
+    server.documents["file:///project/model.py"] = SimpleNamespace(path="/project/model.py")  # type: ignore[assignment]
+    handler = server.protocol.fm.commands["exportlens.clearCache"]
+
+    async def store_then_clear() -> int:
+        server.deferred_stores.delay_s = 60.0  # it would wait a minute
+        server.deferred_stores.submit(Stored(order), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+        assert server.deferred_stores.waiting == 1
+        return int(await asyncio.wait_for(handler(), 30))
+
+    assert asyncio.run(store_then_clear()) == 0
+    assert order == ["stored", "cleared"]
+    assert server.deferred_stores.waiting == 0
