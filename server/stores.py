@@ -5,18 +5,20 @@ Storing a result (paths made portable, encoded, written, perhaps uploaded) takes
 few milliseconds of the GIL on the stores' thread. Handed over as the result arrived,
 it competed with the diagnostics going out, then with the next save's messages: a
 save made as soon as the diagnostics show (a save right after an edit, a quick fix)
-waited for it. So a store is split (``Pipeline.check_store``): its check -- has the
-file or a local import changed since the lookup? a few stats -- goes to the stores'
-thread at once, as the whole store did, so a file saved after the result never
-counts as changed during the export; its writing waits ``DELAY_S`` on the event loop,
-then goes there with every store that waited with it, in order. By then the next
-export, if any, runs in its job and the server is idle.
+waited for it. So a store is split (``Pipeline.check_store``). Its check -- the keys,
+whether the file or a local module changed since the lookup, the modules' texts for
+comment-only edits: everything it reads from the disk, ~1 ms -- goes to the stores'
+thread at once, as the whole store did, so a file saved after the result neither
+keeps the result out nor gets it filed under its new bytes. Its writing waits
+``DELAY_S`` on the event loop, then goes there with every store that waited with it,
+in order. By then the next export, if any, runs in its job and the server is idle.
 
 A store still waiting (or being written) is never missed by a lookup that it would
-serve: a lookup of the same file from a text with the same tokens (a comment-only edit right after the
-result, served from the cache with its lines moved; the same text again) or from the
-file on disk hands the waiting stores over first and waits for them (``ready_for``).
-A lookup of an edited text goes on at once: that store could not serve it.
+serve: a lookup of the same file from a text with the same tokens (a comment-only
+edit right after the result, served from the cache with its lines moved; the same
+text again) or from the file on disk hands the waiting stores over first and waits
+for them (``ready_for``). A lookup of an edited text goes on at once: that store
+could not serve it.
 
 Nothing is lost or reordered: ``flush`` hands every waiting store over at once --
 before the cache is cleared (a store submitted before the clearing must not land
