@@ -18,6 +18,7 @@ snapshot changes independently of the model.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -280,16 +281,7 @@ class Pipeline:
         except Exception as e:  # noqa: BLE001 - a cache must never break an export
             self._warn(f"writing the cache failed ({type(e).__name__}: {e})")
             return None
-        if checked is None:
-            return None
-
-        def write() -> None:
-            try:
-                cache.write(checked)
-            except Exception as e:  # noqa: BLE001 - a cache must never break an export
-                self._warn(f"writing the cache failed ({type(e).__name__}: {e})")
-
-        return write
+        return None if checked is None else functools.partial(cache.write, checked)  # which logs, never raises
 
     def compare(self, result: FileResult) -> FileResult:
         """``result`` checked against its project's snapshot, when there is one:

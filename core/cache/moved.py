@@ -90,12 +90,15 @@ def moved_result(request: ExportRequest, source: bytes, found: Any, entry: Calla
     return result, key2
 
 
-def module_texts(deps: list[str], states: list[str] | None) -> list[bytes | None] | None:
-    """Each local module's text as the export ran it, read now (None for a
-    dependency that is no Python file, or absent), for ``tokens_file``; None when one
-    cannot be read, changed since the export read it, or spells a way to see its own
-    source or line numbers. Read as the result arrives: a module edited after it
-    must not stop a result stored later from being served moved."""
+def tokens_file(request: ExportRequest, source: bytes, key1: str, deps: list[str], states: list[str] | None, libraries: list[str], places: Places) -> tuple[str, bytes] | None:
+    """The tokens manifest to write (its key and file) when comment-only edits may
+    reuse this result: neither the file nor a local module it ran spells a way to
+    see its own source or line numbers. With the states the export saw, it also
+    keeps each local module's text, so a module edited in comments only is served
+    moved too. None when there is none to write."""
+    tokens = tokens_of(source)
+    if tokens is None or tokens.introspects:
+        return None
     texts: list[bytes | None] = [None] * len(deps)
     for i, dep in enumerate(deps):
         if not dep.endswith(".py") or (states is not None and states[i] == ABSENT):
@@ -110,28 +113,6 @@ def module_texts(deps: list[str], states: list[str] | None) -> list[bytes | None
         if reads_own_source(data):
             return None
         texts[i] = data
-    return texts
-
-
-def tokens_file(
-    request: ExportRequest,
-    source: bytes,
-    key1: str,
-    deps: list[str],
-    states: list[str] | None,
-    libraries: list[str],
-    places: Places,
-    texts: list[bytes | None] | None,
-) -> tuple[str, bytes] | None:
-    """The tokens manifest to write (its key and file) when comment-only edits may
-    reuse this result: neither the file nor a local module it ran (``texts``, from
-    ``module_texts``; None when that found one it cannot vouch for) spells a way to
-    see its own source or line numbers. With the states the export saw, it also
-    keeps each local module's text, so a module edited in comments only is served
-    moved too. None when there is none to write."""
-    tokens = tokens_of(source)
-    if tokens is None or tokens.introspects or texts is None:
-        return None
     key = token_first_key(request, tokens.key)
     payload: dict[str, Any] = {"key": key, "key1": key1, "deps": [places.portable(p) for p in deps], "libs": [places.portable(p) for p in libraries], "source": source}
     if states is not None:

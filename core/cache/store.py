@@ -62,7 +62,7 @@ from exportlens.core.cache.files import (
     listed_libraries,
 )
 from exportlens.core.cache.keys import first_key, second_key, source_bytes, states_now
-from exportlens.core.cache.moved import module_texts, moved_result, tokens_file, tokens_key
+from exportlens.core.cache.moved import moved_result, tokens_file, tokens_key
 from exportlens.core.cache.policy import cacheable, still_missing
 from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remote import Rejected, RemoteStore, lookup_bound_s
@@ -535,7 +535,7 @@ class ResultCache:
         key2 = second_key(key1, deps, states, libraries=libraries, library_states=list(result.library_states), places=places)
         if key2 is None:
             return None
-        tokens = tokens_file(request, source, key1, deps, states, libraries, places, module_texts(deps, states))
+        tokens = tokens_file(request, source, key1, deps, states, libraries, places)  # reads the local modules now
         return Checked(request, result, key1, key2, deps, libraries, places, self._shares(request, source), tokens)
 
     def _write_checked(self, checked: Checked) -> None:
