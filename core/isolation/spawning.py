@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from exportlens.core.isolation import capabilities
+from exportlens.core.isolation import capabilities, framestack
 from exportlens.core.isolation.forking import Job, Standby, dump_file
 from exportlens.core.isolation.messages import Export, Message, StandbyWarm, read_frame, write_frame
 from exportlens.core.isolation.procs import adopt, exit_code, kill_group, signal_group
@@ -324,4 +324,4 @@ def _preload(path: str | None, started_ns: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    framestack.call(main, sys.argv[1:])  # as the worker's (``zygote``)

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from exportlens.core.isolation import capabilities, fakecache
+from exportlens.core.isolation import capabilities, fakecache, framestack
 from exportlens.core.isolation.attempts import read_model, run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.messages import (
@@ -479,4 +479,6 @@ def _options(argv: list[str]) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    main()
+    # Every frame of the worker, and of the jobs forked from it, in one chunk of the
+    # interpreter's frame stack (``framestack``).
+    framestack.call(main)

@@ -1,0 +1,87 @@
+"""Calls whose frames never cross an edge of the interpreter's frame stack
+(``core/isolation/framestack.py``): a call tree going up and down across a chunk's
+edge maps and unmaps the chunk at each crossing, one page fault each; under
+``framestack.call`` it does not at any depth, and every job, forked or spawned,
+runs the model's code that way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exportlens.core.isolation import framestack
+from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.startmethod import StartMethod
+from tests.core.isolation.models import add_model, request_for
+
+REPS = 200
+DEPTHS = 400  # frames of ~100 bytes: more than one 16 kB chunk of the frame stack
+
+# Run here and inside a model file: at each depth below its caller, a call tree that
+# goes REPS times down and up by a few frames; the page faults that cost.
+SCAN = f'''
+import resource
+
+_WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+def _leaf(n):
+    return _leaf(n - 1) if n else 0
+
+
+def _down(n):
+    if n:
+        return _down(n - 1)
+    before = resource.getrusage(_WHO).ru_minflt
+    for _ in range({REPS}):
+        _leaf(8)
+    return resource.getrusage(_WHO).ru_minflt - before
+
+
+def faults_by_depth():
+    return [_down(depth) for depth in range({DEPTHS})]
+'''
+
+
+def _scan() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(compile(SCAN, "scan.py", "exec"), namespace)
+    return namespace["faults_by_depth"]
+
+
+def test_a_call_tree_across_a_chunk_edge_faults_at_each_crossing_unless_under_framestack() -> None:
+    faults_by_depth = _scan()
+    plain = faults_by_depth()
+    assert max(plain) >= REPS, plain  # some depth straddles an edge: a fault each time down
+    roomy = framestack.call(faults_by_depth)
+    assert max(roomy) < REPS // 10, roomy
+
+
+def test_framestack_passes_arguments_and_results_and_raises_what_the_call_raises() -> None:
+    assert framestack.call(dict, [("a", 1)], b=2) == {"a": 1, "b": 2}
+    with pytest.raises(ZeroDivisionError):
+        framestack.call(divmod, 1, 0)
+
+
+THRASHES = add_model(
+    "import torch\n"
+    + SCAN
+    + f"""
+worst = max(faults_by_depth())
+if worst >= {REPS}:
+    raise RuntimeError(f"the frame stack's chunks were mapped and unmapped {{worst}} times at one depth")
+"""
+)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_job_runs_the_model_without_mapping_frame_stack_chunks_over_and_over(tmp_path: Path, method: str) -> None:
+    """Whatever depth the worker's own frames reached when it forked the job (or the
+    spawned interpreter its own), the model's code has the chunk's room below it."""
+    path = tmp_path / "model.py"
+    path.write_text(THRASHES)
+    with WorkerPool(1, start_method=StartMethod(method, "test")) as pool:
+        (result,) = pool.run([request_for(path)])
+    assert [t.status for t in result.targets] == ["ok"], result.diagnostics
