@@ -17,8 +17,8 @@ A store still waiting (or being written) is never missed by a lookup that it wou
 serve: a lookup of the same file from a text with the same tokens (a comment-only
 edit right after the result, served from the cache with its lines moved; the same
 text again) or from the file on disk hands the waiting stores over first and waits
-for them (``ready_for``). A lookup of an edited text goes on at once: that store
-could not serve it.
+for them (``ready_for``). A lookup of an edited text goes on once its tokens are
+compared, on the lookups' thread: that store could not serve it.
 
 Nothing is lost or reordered: ``flush`` hands every waiting store over at once --
 before the cache is cleared (a store submitted before the clearing must not land
@@ -75,14 +75,21 @@ class DeferredStores:
         for request, checked in waiting:
             self._writing.append((request, self.executor.submit(_write, checked)))  # after its check: one thread, in order
 
-    async def ready_for(self, request: ExportRequest) -> None:
+    async def ready_for(self, request: ExportRequest, comparing: Executor) -> None:
         """Before ``request``'s lookup: when a store waiting or being written could
-        serve it, hand the waiting stores over and wait until they are written."""
+        serve it, hand the waiting stores over and wait until they are written. The
+        texts are compared on ``comparing`` (the lookups' thread), not the event loop:
+        tokenizing a long file the first time takes tens of ms (~25 ms for 1,400
+        lines), and the lookup after it finds those tokens memoized."""
         self._writing = [(r, f) for r, f in self._writing if not f.done()]
-        if not any(_may_serve(stored, request) for stored, _ in (*self._waiting, *self._writing)):
+        same_file = [stored for stored, _ in (*self._waiting, *self._writing) if stored.path == request.path]
+        if not same_file:
+            return
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(comparing, _may_serve_any, same_file, request):
             return
         self.flush()
-        await asyncio.get_running_loop().run_in_executor(self.executor, _written)
+        await loop.run_in_executor(self.executor, _written)
 
     @property
     def waiting(self) -> int:
@@ -99,13 +106,11 @@ def _written() -> None:
     """Runs on the stores' thread after every store handed over before it."""
 
 
-def _may_serve(stored: ExportRequest, asked: ExportRequest) -> bool:
-    """Whether the result stored for ``stored`` may be what a lookup of ``asked``
-    finds: the same file, and the same tokens (or a text read from the disk, which
-    only the cache's key can compare)."""
-    if stored.path != asked.path:
-        return False
-    if stored.source is None or asked.source is None or stored.source == asked.source:
+def _may_serve_any(stored: list[ExportRequest], asked: ExportRequest) -> bool:
+    """Whether the result stored for one of ``stored`` (requests for ``asked``'s file)
+    may be what a lookup of ``asked`` finds: the same tokens (or a text read from the
+    disk, which only the cache's key can compare)."""
+    if asked.source is None or any(s.source is None or s.source == asked.source for s in stored):
         return True
-    mine = token_key(stored.source.encode("utf-8", "surrogatepass"))
-    return mine is not None and mine == token_key(asked.source.encode("utf-8", "surrogatepass"))
+    theirs = token_key(asked.source.encode("utf-8", "surrogatepass"))
+    return theirs is not None and any(token_key(s.source.encode("utf-8", "surrogatepass")) == theirs for s in stored if s.source is not None)

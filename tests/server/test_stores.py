@@ -103,7 +103,7 @@ def test_a_lookup_a_waiting_store_would_serve_waits_for_it_and_no_other_does() -
     must find that result stored. A code edit's lookup could not be served by it, and
     does not wait."""
     pipeline = Recorder()
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool, ThreadPoolExecutor(max_workers=1) as comparing:
         stores = DeferredStores(pool, 60.0)
 
         async def lookups() -> None:
@@ -112,7 +112,7 @@ def test_a_lookup_a_waiting_store_would_serve_waits_for_it_and_no_other_does() -
                 _request(2, source=TEXT.replace("2", "3")),  # code changed
                 _request(3, path="/p/other.py"),  # another file
             ):
-                await stores.ready_for(other)
+                await stores.ready_for(other, comparing)
                 assert stores.waiting == 1 and pipeline.stored == []
             for serves in (
                 _request(4, source="# a new first line\n" + TEXT.replace("a comment", "another")),  # comments only
@@ -121,7 +121,7 @@ def test_a_lookup_a_waiting_store_would_serve_waits_for_it_and_no_other_does() -
             ):
                 stores.submit(pipeline, _request(1), FileResult(path="/p/model.py"))  # type: ignore[arg-type]
                 count, waiting = len(pipeline.stored), stores.waiting
-                await stores.ready_for(serves)
+                await stores.ready_for(serves, comparing)
                 assert stores.waiting == 0 and len(pipeline.stored) == count + waiting  # stored before the lookup goes on
 
         asyncio.run(lookups())
