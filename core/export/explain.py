@@ -160,11 +160,12 @@ def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
     return next(((first, last) for at, first, last in spans if at == line), None)
 
 
-def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None]] | None:
+def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None, dict[str, Any]]] | None:
     """``(failure type, expression, the innermost frame in the user's files, the
     innermost frame of all when it is deeper: inside a library the user's code
-    called)`` for each problem ``draft_export`` records with a user stack, where
-    ``export`` stops at the first; None when ``draft_export`` itself failed."""
+    called, the failure's data)`` for each problem ``draft_export`` records with a
+    user stack, where ``export`` stops at the first; None when ``draft_export``
+    itself failed."""
     import torch
 
     try:
@@ -189,7 +190,7 @@ def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Fram
         frame = sources.deepest(frames)
         if frame is not None:
             inner = frames[-1] if frames and frames[-1] is not frame and frames.index(frame) < len(frames) - 1 else None
-            out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame, inner))
+            out.append((getattr(failure.failure_type, "name", ""), str(data.get("expr", "?")), frame, inner, data))
     return out
 
 
@@ -211,7 +212,7 @@ def _data_dependent(built: Built, sources: Sources, name: str, policy: Policy) -
         # torch 2.15's draft_export copies every weight's values, and stops at a fake
         # one: with real weights (where they fit) it names the line.
         built.weights_note = policy.require_values(built, "draft_export, which finds the line of a data-dependent guard, needs the weights' values with this torch") or ""
-    for kind, expr, frame, inner in failures or []:
+    for kind, expr, frame, inner, data in failures or []:
         key = (os.path.realpath(frame.file), frame.line)
         if kind != "DATA_DEPENDENT_ERROR" or key in seen:
             continue
@@ -228,9 +229,25 @@ def _data_dependent(built: Built, sources: Sources, name: str, policy: Policy) -
             related = (Related(os.path.realpath(inner.file), inner.line, f"the check inside the library{f': `{library_line}`' if library_line else ''} ({inner.function or 'here'})"),)
         else:
             message = analyze.data_dependent_message(expr, statement=statement)
-        found = Diagnostic.at("data-dependent", message, statement_at(index, frame.line), name)
+        found = Diagnostic.at("data-dependent", message, statement_at(index, frame.line), name, facts=_guard_facts(expr, data))
         out.append(replace(found, related=found.related + related) if related else found)
     return out
+
+
+def _guard_facts(expr: str, data: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What a fix needs of a data-dependent guard (``core/fixes/checks``): its
+    expression, the value it had on the example inputs (``draft_export`` runs the
+    real tensors beside the fake ones), and each local name of the user's frame that
+    holds one symbol (``s`` for ``u0`` after ``s = step.item()``)."""
+    facts = [("expr", expr)]
+    if data.get("result") is not None:
+        facts.append(("result", str(data["result"])))
+    frame_locals = data.get("frame_locals")
+    held = frame_locals.get("locals") if isinstance(frame_locals, dict) else None
+    for local, values in (held or {}).items():
+        if isinstance(local, str) and isinstance(values, list) and len(values) == 1 and isinstance(values[0], str) and values[0].isidentifier():
+            facts.append((f"name:{values[0]}", local))
+    return tuple(facts)
 
 
 def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
@@ -238,7 +255,7 @@ def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
     the user's files they are."""
     related = []
     seen: set[tuple[str, int]] = set()
-    for kind, expr, frame, _ in _draft_failures(built, sources) or []:
+    for kind, expr, frame, _, _ in _draft_failures(built, sources) or []:
         key = (os.path.realpath(frame.file), frame.line)
         if kind in {"GUARD_ADDED", "CONSTRAINT_VIOLATION_ERROR"} and key not in seen:
             seen.add(key)

@@ -55,6 +55,10 @@ Emit = Callable[[JobEvent], None]
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:
     """Run in the job process only: it installs an audit hook that stays for the
     process's life (see ``exportlens.core.export.deps``)."""
+    if request.trials:
+        from exportlens.core.export.verify import run_trials
+
+        return run_trials(request, emit)
     recorder = deps.start(request.root or module_name_for(request.path)[1], request.path)
     try:
         result = _run(request, emit, recorder)
@@ -198,9 +202,12 @@ def export_target(
     keep_lowered: tuple[str, ...] = (),
     policy: Policy | None = None,
     emit: Emit | None = None,
+    on_program: Callable[[Any, Built], None] | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
     """Build, export and analyse one target. Raises ``RealWeightsNeeded`` when the
-    policy wants it run again with real weights."""
+    policy wants it run again with real weights. ``on_program`` sees the exported
+    program and what it was made from, when the export succeeded (a fix's
+    verification runs it, ``core/export/verify``)."""
     import torch
 
     sources = sources or sources_of(loaded)
@@ -268,6 +275,8 @@ def export_target(
     found += said
     run, failed = program_run.check(ep, built, candidate, sources)
     found += failed
+    if on_program is not None:
+        on_program(ep, built)
     mark(f"job: {name} run on its example inputs: {run.status}")
     graph = graph_text(ep)
     mark(f"job: {name} checked, graph text")

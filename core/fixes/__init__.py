@@ -9,11 +9,17 @@ the language server's ``textDocument/codeAction`` turns its ``Fix``es into LSP e
 
 from __future__ import annotations
 
-from exportlens.core.fixes import buffers, dims, eval_mode, hf_cache, inplace, no_grad
+from collections.abc import Callable
+
+from exportlens.core.fixes import buffers, checks, dims, eval_mode, hf_cache, inplace, no_grad, strict
 from exportlens.core.fixes.model import Fix, TextEdit, apply, parses
 from exportlens.core.model.results import Diagnostic, FileResult
 
-# The codes a fix exists for (docs/diagnostics.md says which).
+# Another user file's text by its real path (a class defined in a local module), or None.
+Read = Callable[[str], "str | None"]
+
+# The codes a fix exists for (docs/diagnostics.md says which); besides these, every
+# error of a target declared ``strict=True`` gets ``strict.fixes``.
 FIXABLE = frozenset(
     {
         "banned-mutation/tensor-attribute",
@@ -22,29 +28,37 @@ FIXABLE = frozenset(
         "banned-mutation/input-metadata",
         "banned-mutation/parameter",
         "training-mode",
+        "data-dependent",
     }
 )
 
 
-def fixes_for(source: str, diagnostic: Diagnostic, result: FileResult) -> list[Fix]:
-    """The fixes for ``diagnostic`` of ``result`` in ``source`` (the text the result was
-    made from, of the file the diagnostic's line is in). Each fix's edits leave a file
-    that still parses."""
-    if diagnostic.code not in FIXABLE:
-        return []
-    if diagnostic.code == "banned-mutation/tensor-attribute":
-        found = buffers.fixes(source, diagnostic, result)
-    elif diagnostic.code == "constraint-violation":
-        found = dims.fixes(source, diagnostic)
-    elif diagnostic.code == "unsupported-type":
-        found = hf_cache.fixes(source, diagnostic, result)
-    elif diagnostic.code == "banned-mutation/parameter":
-        found = no_grad.fixes(source, diagnostic)
-    elif diagnostic.code == "training-mode":
-        found = eval_mode.fixes(source, diagnostic)
-    else:
-        found = inplace.fixes(source, diagnostic)
-    return [f for f in found if parses(apply(source, f.edits))]
+def _family(source: str, diagnostic: Diagnostic, result: FileResult, read: Read | None) -> list[Fix]:
+    code = diagnostic.code
+    if code == "banned-mutation/tensor-attribute":
+        return buffers.fixes(source, diagnostic, result)
+    if code == "constraint-violation":
+        return dims.fixes(source, diagnostic)
+    if code == "unsupported-type":
+        return hf_cache.fixes(source, diagnostic, result)
+    if code == "banned-mutation/parameter":
+        return no_grad.fixes(source, diagnostic)
+    if code == "training-mode":
+        return eval_mode.fixes(source, diagnostic)
+    if code == "banned-mutation/input-metadata":
+        return inplace.fixes(source, diagnostic)
+    if code == "data-dependent":
+        return checks.fixes(source, diagnostic)
+    return []
 
 
-__all__ = ["FIXABLE", "Fix", "TextEdit", "apply", "fixes_for"]
+def fixes_for(source: str, diagnostic: Diagnostic, result: FileResult, read: Read | None = None) -> list[Fix]:
+    """The candidate fixes for ``diagnostic`` of ``result`` in ``source`` (the text the
+    result was made from, of the file the diagnostic's line is in). Each fix's edits
+    leave a file that still parses; whether it exports and keeps the model's outputs
+    is ``core/fixing``'s to find out."""
+    found = _family(source, diagnostic, result, read) + strict.fixes(source, diagnostic)
+    return [f for f in found if all(e.path is not None for e in f.edits) or parses(apply(source, [e for e in f.edits if e.path is None]))]
+
+
+__all__ = ["FIXABLE", "Fix", "Read", "TextEdit", "apply", "fixes_for"]

@@ -25,6 +25,9 @@ class TextEdit:
     end_line: int
     end_column: int
     new_text: str
+    # The file the edit is in, when it is not the diagnostic's own (a class defined in
+    # a local module); a real path.
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,26 @@ def segment(source_lines: list[str], node: ast.AST) -> str:
     parts += source_lines[first + 1 : last]
     parts.append(source_lines[last].encode("utf-8")[:end].decode("utf-8"))
     return "\n".join(parts)
+
+
+def diff_edits(old: str, new: str, path: str | None = None) -> tuple[TextEdit, ...]:
+    """Edits that turn ``old`` into ``new``, whole lines at a time (what a chain of
+    fixes, each made against the text the one before left, does to the user's text)."""
+    import difflib
+    import re
+
+    def lines(text: str) -> list[str]:
+        return re.findall(r"[^\n]*\n|[^\n]+$", text)
+
+    before, after = lines(old), lines(new)
+    if old.endswith("\n") or not before:
+        end = (len(before) + 1, 1)
+    else:
+        end = (len(before), len(before[-1].encode("utf-8")) + 1)
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        if tag != "equal":
+            stop = (i2 + 1, 1) if i2 < len(before) else end
+            start = (i1 + 1, 1) if i1 < len(before) else end
+            edits.append(TextEdit(start[0], start[1], stop[0], stop[1], "".join(after[j1:j2]), path))
+    return tuple(edits)

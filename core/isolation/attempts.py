@@ -171,6 +171,7 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         libraries=last.libraries,
         library_states=last.library_states,
         fallbacks=last.fallbacks,
+        verdicts=last.verdicts,
         output_tail=tail.text(),  # the zygote saw all the output, the job none of it
         elapsed_ms=(time.monotonic() - started) * 1000,
     )

@@ -21,6 +21,19 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One fix to verify: the user's files as the fix leaves them. The job exports
+    ``target`` from these texts and compares its program's outputs with the model's
+    own, made from the request's texts (``core/export/verify``)."""
+
+    id: int
+    target: str
+    texts: tuple[tuple[str, str], ...]  # (real path, text after the fix), the files it edits
+    code: str  # the diagnostic the fix is for: gone once the target exports without it
+    path: str | None = None  # the diagnostic's file, when not the request's
+
+
+@dataclass(frozen=True)
 class ExportRequest:
     id: int
     path: str  # absolute path of the model file
@@ -37,3 +50,6 @@ class ExportRequest:
     # (real path, text) of the project's local modules open in the editor with unsaved
     # text: the job imports each from its text, not from the disk (``core/export/loader``).
     overlays: tuple[tuple[str, str], ...] = ()
+    # Fixes to verify instead of an export (``core/fixing``): the result carries a
+    # ``Verdict`` for each, nothing else; never looked up in or stored to the cache.
+    trials: tuple[Trial, ...] = ()

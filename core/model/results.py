@@ -101,6 +101,13 @@ class Diagnostic:
     # The file of the line when it is not the result's own file: the local module
     # where the code is (a model class in ``pkg/model.py``), as a real path.
     path: str | None = None
+    # What the job learned that a fix needs and the message does not carry, as
+    # ``(key, value)`` strings: a data-dependent guard's expression, its value on the
+    # example inputs, and the user's names of its symbols (``core/fixes/checks``).
+    facts: tuple[tuple[str, str], ...] = ()
+
+    def fact(self, key: str) -> str | None:
+        return next((v for k, v in self.facts if k == key), None)
 
     @property
     def severity(self) -> Severity:
@@ -117,6 +124,7 @@ class Diagnostic:
         target: str | None = None,
         related: tuple[Related, ...] = (),
         level: Severity | None = None,
+        facts: tuple[tuple[str, str], ...] = (),
     ) -> Diagnostic:
         where = where or SourceLine(1)
         return cls(
@@ -130,6 +138,7 @@ class Diagnostic:
             related=related,
             level=level,
             path=where.path,
+            facts=facts,
         )
 
 
@@ -212,6 +221,20 @@ class Fallback:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """What a ``Trial`` found: ``kept`` (the target exports without the diagnostic and
+    its program's outputs equal the model's), ``changed`` (it exports, the outputs
+    differ: ``detail`` says which), ``failed`` (it does not export, or the diagnostic
+    or another error remains: ``diagnostics`` are the edited file's, for a next fix)."""
+
+    id: int
+    status: Literal["kept", "changed", "failed"]
+    detail: str = ""
+    diagnostics: tuple[Diagnostic, ...] = ()
+    export_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class FileResult:
     path: str
     diagnostics: tuple[Diagnostic, ...] = ()
@@ -246,6 +269,8 @@ class FileResult:
     # invalidates this result (``exportlens.core.export.libraries``).
     libraries: tuple[str, ...] = ()
     library_states: tuple[str, ...] = ()
+    # A verification job's answers, one per ``ExportRequest.trials`` (``core/fixing``).
+    verdicts: tuple[Verdict, ...] = ()
 
     @property
     def has_errors(self) -> bool:

@@ -1,0 +1,158 @@
+"""Fixes proven by re-export: which of a result's candidate fixes export and keep the
+model's outputs, found in one bounded loop.
+
+``fixes_for`` proposes edits from the source and the diagnostic alone; a proposal is
+offered to the user only once a verification job (``core/export/verify``, run by the
+front end's ``run``: the CLI's pool, the server's workers) has exported the edited
+text and compared the program's outputs with the model's:
+
+* ``kept``: offered; preferred when its family meant it to keep the outputs;
+* ``changed``: offered, never preferred, its title saying what changes;
+* ``failed``: not offered, unless the edited export fails with a diagnostic of the
+  same code that has a fix of its own (a second value export needs a fact about, a
+  second dim): that fix is made on the edited text and the two are tried together,
+  for at most ``MAX_ROUNDS`` rounds, each round one job for all the file's trials.
+
+The whole loop stops at its deadline; what it verified by then is what is offered.
+Torch-free: the jobs run elsewhere, this only decides what to try next.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from exportlens.core.fixes import fixes_for
+from exportlens.core.fixes.model import Fix, TextEdit, apply, diff_edits
+from exportlens.core.model.request import ExportRequest, Trial
+from exportlens.core.model.results import Diagnostic, FileResult, Verdict
+
+MAX_ROUNDS = 4  # one fix and up to three follow-ups of the same code
+MAX_TRIALS = 32  # per round: a file with more diagnostics gets the first ones' fixes
+
+Run = Callable[[ExportRequest], FileResult]
+Read = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A verified fix, as every front end shows it: ``fix`` (its edits against the
+    texts the result was made from, each with its file), and what verification found."""
+
+    fix: Fix
+    status: str  # "kept" or "changed"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class _Pending:
+    diagnostic: Diagnostic  # the original one, in the result
+    target: str
+    code: str
+    titles: tuple[str, ...]
+    preferred: bool
+    texts: tuple[tuple[str, str], ...]  # every file the chain edited, as it leaves it
+    edits: tuple[TextEdit, ...] = ()  # the first fix's own edits, each with its file
+
+
+def _edited(texts: dict[str, str], fix: Fix, file: str) -> dict[str, str] | None:
+    out = dict(texts)
+    by_file: dict[str, list[TextEdit]] = {}
+    for e in fix.edits:
+        by_file.setdefault(os.path.realpath(e.path) if e.path else file, []).append(replace(e, path=None))
+    for path, edits in by_file.items():
+        if path not in out:
+            return None
+        out[path] = apply(out[path], edits)
+    return out
+
+
+def _proposals(result: FileResult, d: Diagnostic, texts: dict[str, str], read: Read, own: str) -> list[Fix]:
+    file = os.path.realpath(d.path) if d.path else own
+    if file not in texts:
+        text = read(file)
+        if text is None:
+            return []
+        texts[file] = text
+    return fixes_for(texts[file], replace(d, path=None), result, read)
+
+
+def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, deadline_s: float, next_id: Callable[[], int]) -> list[Offered]:
+    """The verified fixes of ``result``'s diagnostics (``request`` is the export's
+    that made it: its texts are the originals)."""
+    own = os.path.realpath(request.path)
+    originals: dict[str, str] = {}
+    text = request.source if request.source is not None else read(own)
+    if text is None:
+        return []
+    originals[own] = text
+    originals.update({os.path.realpath(p): t for p, t in request.overlays})
+    pending: list[_Pending] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for d in result.diagnostics:
+        if d.target is None:
+            continue
+        file = os.path.realpath(d.path) if d.path else own
+        for fix in _proposals(result, d, originals, read, own):
+            texts = _edited(originals, fix, file)
+            if texts is None:
+                continue
+            changed = tuple(sorted((p, t) for p, t in texts.items() if t != originals.get(p)))
+            if not changed or (d.target, changed) in seen:
+                continue
+            seen.add((d.target, changed))
+            edits = tuple(replace(e, path=os.path.realpath(e.path) if e.path else file) for e in fix.edits)
+            pending.append(_Pending(d, d.target, d.code, (fix.title,), fix.preferred, changed, edits))
+    offered: list[Offered] = []
+    started = time.monotonic()
+    for round_ in range(MAX_ROUNDS):
+        if not pending or time.monotonic() - started > deadline_s:
+            break
+        batch, pending = pending[:MAX_TRIALS], []
+        ids = {next_id(): p for p in batch}
+        trials = tuple(Trial(i, p.target, p.texts, p.code) for i, p in ids.items())
+        answer = run(replace(request, id=next_id(), trials=trials, lower=(), keep_lowered=()))
+        for verdict in answer.verdicts:
+            chain = ids.get(verdict.id)
+            if chain is None:
+                continue
+            if verdict.status in ("kept", "changed"):
+                offered.append(_offer(chain, verdict, originals))
+            elif round_ + 1 < MAX_ROUNDS:
+                pending += _next(chain, verdict, result, read, seen, own, originals)
+    return offered
+
+
+def _next(chain: _Pending, verdict: Verdict, result: FileResult, read: Read, seen: set[tuple[str, tuple[tuple[str, str], ...]]], own: str, originals: dict[str, str]) -> list[_Pending]:
+    """The chain and a fix of the edited export's new diagnostic of the same code."""
+    texts = {**originals, **dict(chain.texts)}
+    out = []
+    for d in verdict.diagnostics:
+        if d.code != chain.code or d.target != chain.target:
+            continue
+        file = os.path.realpath(d.path) if d.path else own
+        local = dict(texts)
+        for fix in _proposals(replace(result, diagnostics=verdict.diagnostics), d, local, read, own):
+            edited = _edited(local, fix, file)
+            if edited is None:
+                continue
+            changed = tuple(sorted((p, t) for p, t in edited.items() if t != originals.get(p)))
+            if (chain.target, changed) in seen:
+                continue
+            seen.add((chain.target, changed))
+            out.append(replace(chain, titles=(*chain.titles, fix.title), preferred=chain.preferred and fix.preferred, texts=changed))
+    return out
+
+
+def _offer(chain: _Pending, verdict: Verdict, originals: dict[str, str]) -> Offered:
+    if len(chain.titles) == 1 and chain.edits:
+        edits = chain.edits  # one fix: its own edits, as small as it made them
+    else:
+        edits = tuple(e for path, text in chain.texts for e in diff_edits(originals.get(path, ""), text, path))
+    title = "; then ".join(chain.titles)
+    preferred = chain.preferred and verdict.status == "kept"
+    if verdict.status == "changed":
+        title = f"{title} (changes the outputs: {verdict.detail})"
+    return Offered(Fix(title, chain.diagnostic, edits, preferred), verdict.status, verdict.detail)
