@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from exportlens import graph_command, merge_command, trust_command
 from exportlens.core.cache.store import ResultCache
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Overrides, Pipeline
 from exportlens.core.project.files import root_of, survey, without_declared
 from exportlens.core.project.settings import (
@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--watch", "-w", action="store_true", help="keep checking: after the first check, check again what each change affects, until Ctrl-C")
     _export_options(check)
     check.add_argument("--no-signatures", action="store_true", help="text format: print diagnostics only")
+    check.add_argument("--fix", action="store_true", help="apply the verified preferred fixes (each exported again with the model's outputs kept) to the files, then report what remains")
+    check.add_argument("--diff", action="store_true", help="print the fixes --fix would apply as a unified diff, and write nothing (exit 1 when there are some)")
+    check.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff: also the verified fixes that are not preferred (one per diagnostic: they may change what the program accepts or computes, as their titles say)")
     _lower_options(check)
     _cache_options(check)
     check.add_argument("--shard", type=parse_shard, default=None, metavar="K/N", help="check only part K of N (from 1): each model file is in exactly one part, balanced by recorded export times; the JSON report says which files, for exportlens merge")
@@ -270,6 +273,12 @@ def run(argv: list[str]) -> int:
         view = View(quiet=args.quiet, concise=getattr(args, "output_format", "full") == "concise")
         if args.command == "snapshot":
             return _check(paths, fmt="snapshot", pipeline=Pipeline(overrides), jobs=args.jobs, signatures=False, view=view)
+        if (args.fix or args.diff) and (args.watch or args.shard):
+            print("exportlens check: --fix and --diff check every file once; they cannot be combined with " + ("--watch" if args.watch else "--shard"), file=sys.stderr)
+            return 2
+        if args.unsafe_fixes and not (args.fix or args.diff):
+            print("exportlens check: --unsafe-fixes chooses what --fix or --diff apply; give one of them too", file=sys.stderr)
+            return 2
         if args.watch:
             if args.format != "text" or args.shard or args.store_durations:
                 print("exportlens check: --watch prints the text report; it cannot be combined with " + (f"--format {args.format}" if args.format != "text" else "--shard or --store-durations"), file=sys.stderr)
@@ -279,7 +288,8 @@ def run(argv: list[str]) -> int:
             print("exportlens check: --durations balances the parts of --shard K/N; give --shard too", file=sys.stderr)
             return 2
         sharding = Sharding(args.shard, args.durations, args.store_durations)
-        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args), sharding=sharding)
+        fixing = Fixing(args.fix, args.diff, args.unsafe_fixes)
+        return _check(paths, fmt=args.format, pipeline=Pipeline(overrides), jobs=args.jobs, signatures=not args.no_signatures, view=view, saves=_saves(args), sharding=sharding, fixing=fixing)
     if args.command == "show":
         if not os.path.exists(args.file):
             print(f"exportlens show: {args.file}: no such file or folder", file=sys.stderr)
@@ -352,8 +362,29 @@ class Sharding:
     store: str | None = None
 
 
-def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, signatures: bool, view: View | None = None, saves: dict[str, str] | None = None, sharding: Sharding | None = None) -> int:
+@dataclasses.dataclass(frozen=True)
+class Fixing:
+    """``check --fix`` / ``--diff`` / ``--unsafe-fixes``."""
+
+    fix: bool = False
+    diff: bool = False
+    unsafe: bool = False
+
+
+def _check(
+    paths: list[str],
+    *,
+    fmt: str,
+    pipeline: Pipeline,
+    jobs: int | None,
+    signatures: bool,
+    view: View | None = None,
+    saves: dict[str, str] | None = None,
+    sharding: Sharding | None = None,
+    fixing: Fixing | None = None,
+) -> int:
     view = view or View()
+    fixing = fixing or Fixing()
     sharding = sharding or Sharding()
     found = survey(paths)
     for p, why in found.refused:
@@ -397,9 +428,31 @@ def _check(paths: list[str], *, fmt: str, pipeline: Pipeline, jobs: int | None, 
         # reports them (they belong to no model file), against every shard's files.
         extra = pipeline.vanished(paths, found.files) + found.declarations if plan is None or plan.shard.index == 1 else []
         results = sorted(without_declared(results, found.declarations) + extra, key=lambda r: r.path)
+    found = None
+    if fixing.fix or fixing.diff or fmt == "json":
+        from exportlens import fix_command
+
+        found = fix_command.find(results, pipeline, jobs)
+        if fixing.fix or fixing.diff:
+            changes, applied = fix_command.fixed_texts(fix_command.chosen(found, unsafe=fixing.unsafe))
+            if fixing.diff:
+                sys.stdout.write(fix_command.unified_diff(changes, display_path))
+                fix_command.say(f"Would fix {applied} diagnostic{'s' * (applied != 1)} (each fix verified: exported again, outputs kept)" if applied else "No verified fixes to apply")
+                return 1 if changes else 0
+            fix_command.write(changes)
+            fix_command.say(f"Fixed {applied} diagnostic{'s' * (applied != 1)} in {len(changes)} file{'s' * (len(changes) != 1)}; checking again")
+            again = Fixing()  # what remains: the fixed files exported afresh (their texts changed: no cache hit)
+            return _check(paths, fmt=fmt, pipeline=pipeline, jobs=jobs, signatures=signatures, view=view, saves=saves, sharding=sharding, fixing=again)
     elapsed = time.perf_counter() - started
     origins = {p: "store" if p in batch.from_store else "cache" for p in batch.cached}
-    return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins)
+    shown = None
+    if found is not None:
+        from exportlens.fix_command import fix_json
+
+        def shown(d: Diagnostic, path: str) -> list[dict[str, Any]]:
+            return [fix_json(o.fix, display_path) for o in found.of(d, path)]
+
+    return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins, fixes=shown)
 
 
 def _store_durations(path: str, results: list[FileResult], plan: Plan | None) -> bool:

@@ -9,10 +9,10 @@ import contextlib
 import json
 import logging
 import sys
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from exportlens import __version__
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.formats import github, sarif
 from exportlens.progress import LogHandler, Progress, wanted
 from exportlens.report import display_path, format_text, summary, to_json
@@ -60,7 +60,16 @@ def _shown(progress: Progress) -> Iterator[Progress]:
 
 
 def print_report(
-    results: list[FileResult], *, fmt: str, view: View, signatures: bool, elapsed: float, cached: int, plan: Plan | None = None, origins: dict[str, str] | None = None
+    results: list[FileResult],
+    *,
+    fmt: str,
+    view: View,
+    signatures: bool,
+    elapsed: float,
+    cached: int,
+    plan: Plan | None = None,
+    origins: dict[str, str] | None = None,
+    fixes: Callable[[Diagnostic, str], list[dict[str, Any]]] | None = None,
 ) -> int:
     """``results`` in ``fmt`` on stdout (a shard's with what ``merge`` needs); the exit
     status. ``origins``: the path of each result that came from the cache ("cache") or
@@ -70,7 +79,7 @@ def print_report(
     if plan is not None:
         line += f" [shard {plan.shard}: {len(plan.files)} of {len(plan.keys)} model files]"
     if fmt == "json":
-        doc = to_json(results, origins=origins)
+        doc = to_json(results, origins=origins, fixes=fixes)
         if plan is not None:
             from exportlens.shard import pack_results
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from exportlens.core.model import repeated
 from exportlens.core.model.lowering import Lowering
@@ -155,18 +155,32 @@ def lowering_json(lowering: Lowering) -> dict[str, Any]:
     return out
 
 
-def to_json(results: Iterable[FileResult], cwd: str | None = None, origins: dict[str, str] | None = None) -> dict[str, Any]:
+def to_json(
+    results: Iterable[FileResult],
+    cwd: str | None = None,
+    origins: dict[str, str] | None = None,
+    fixes: Callable[[Diagnostic, str], list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """The JSON report; ``origins``: path -> where its result came from, ``"cache"``
     (this machine's folder) or ``"store"`` (the shared cache); any other file's was
-    made by this run (``"run"``)."""
+    made by this run (``"run"``). ``fixes``: a diagnostic's verified fixes (of the
+    result at that path), as JSON; a diagnostic with some carries ``fixes``."""
     origins = origins or {}
+
+    def diagnostic(d: Diagnostic, path: str) -> dict[str, Any]:
+        out = diagnostic_json(d)
+        found = fixes(d, path) if fixes is not None else []
+        if found:
+            out["fixes"] = found
+        return out
+
     return {
         "version": JSON_VERSION,
         "files": [
             {
                 "path": display_path(r.path, cwd),
                 "from": origins.get(r.path, "run"),
-                "diagnostics": [diagnostic_json(d) for d in r.diagnostics],
+                "diagnostics": [diagnostic(d, r.path) for d in r.diagnostics],
                 "targets": [target_json(t) for t in r.targets],
             }
             for r in results

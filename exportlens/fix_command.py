@@ -1,0 +1,163 @@
+"""Fixes outside the editor: ``check --fix``, ``--diff``, ``--unsafe-fixes``, and the
+``fixes`` of ``--format json``, as ruff names them.
+
+A check's results give each diagnostic its candidate fixes (``core/fixes``); each is
+verified in a worker (``core/fixes/verified``: the fixed text exported again, the
+program's outputs compared with the model's) before anything shows or applies it.
+``--fix`` applies the verified preferred fixes (``--unsafe-fixes``: the others too,
+one per diagnostic), writes each file once, and checks again to report what remains;
+``--diff`` prints the same edits as a unified diff and writes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from exportlens.core.fixes import Fix, apply, fixes_for
+from exportlens.core.fixes.model import TextEdit
+from exportlens.core.fixes.verified import Offered, verify
+from exportlens.core.model.results import Diagnostic, FileResult
+from exportlens.core.pipeline import Pipeline
+
+DEADLINE_S = 120.0  # per file: what verifying its fixes may take in all
+_ids = itertools.count(1 << 30)  # request ids of their own: never a check's
+
+
+def diagnostic_key(d: Diagnostic, result_path: str) -> tuple[Any, ...]:
+    """One diagnostic, wherever a report shows it (its file's entry, or the declaring file's)."""
+    return (d.code, os.path.realpath(d.path or result_path), d.line, d.column, d.target, d.message)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _candidates(result: FileResult) -> bool:
+    """Whether any diagnostic of ``result`` has a fix to verify (no worker otherwise)."""
+    texts: dict[str, str | None] = {}
+    for d in result.diagnostics:
+        if d.target is None:
+            continue
+        path = os.path.realpath(d.path or result.path)
+        if path not in texts:
+            texts[path] = _read(path)
+        text = texts[path]
+        if text is not None and fixes_for(text, replace(d, path=None), result, _read):
+            return True
+    return False
+
+
+@dataclass
+class Found:
+    """Each diagnostic's verified fixes (by ``diagnostic_key``)."""
+
+    fixes: dict[tuple[Any, ...], list[Offered]]
+
+    def of(self, d: Diagnostic, result_path: str) -> list[Offered]:
+        return self.fixes.get(diagnostic_key(d, result_path), [])
+
+
+def find(results: Iterable[FileResult], pipeline: Pipeline, jobs: int | None = None) -> Found:
+    """The verified fixes of every declaring file's diagnostics; a worker pool starts
+    only when some diagnostic has a candidate."""
+    wanted = [r for r in results if r.targets and _candidates(r)]
+    found = Found({})
+    if not wanted:
+        return found
+    from exportlens.core.isolation.pool import WorkerPool
+
+    method = pipeline.start_method(wanted[0].path)
+    with WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(wanted))), start_method=method) as pool:
+
+        def run(request: Any) -> FileResult:
+            return next(iter(pool.run([request])))
+
+        for result in wanted:
+            request = pipeline.request(result.path, id=next(_ids))
+            for offered in verify(request, result, run, _read, deadline_s=DEADLINE_S, next_id=lambda: next(_ids)):
+                found.fixes.setdefault(diagnostic_key(offered.fix.diagnostic, result.path), []).append(offered)
+    return found
+
+
+def fix_json(fix: Fix, shown: Any) -> dict[str, Any]:
+    """A fix in ``--format json``: edits with their file written as ``path`` is."""
+    return {
+        "title": fix.title,
+        "preferred": fix.preferred,
+        "edits": [
+            {"path": shown(e.path) if e.path else None, "line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column, "new_text": e.new_text}
+            for e in fix.edits
+        ],
+    }
+
+
+def chosen(found: Found, *, unsafe: bool) -> list[Fix]:
+    """One fix per diagnostic: its preferred one; with ``unsafe``, else its first.
+    A fix offered for several diagnostics (one edit, two targets) counts once."""
+    out: list[Fix] = []
+    seen: set[tuple[TextEdit, ...]] = set()
+    for offered in found.fixes.values():
+        pick = next((o.fix for o in offered if o.fix.preferred), None)
+        if pick is None and unsafe and offered:
+            pick = offered[0].fix
+        if pick is not None and pick.edits not in seen:
+            seen.add(pick.edits)
+            out.append(pick)
+    return out
+
+
+def _overlaps(a: TextEdit, b: TextEdit) -> bool:
+    return (a.line, a.column) < (b.end_line, b.end_column) and (b.line, b.column) < (a.end_line, a.end_column) or (a.line, a.column) == (b.line, b.column)
+
+
+def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
+    """Path -> (old text, new text) after applying ``fixes`` that do not touch what an
+    earlier one edits (ruff's rule: one pass, the rest on the next run); how many applied."""
+    edits: dict[str, list[TextEdit]] = {}
+    applied = 0
+    for fix in fixes:
+        mine: dict[str, list[TextEdit]] = {}
+        for e in fix.edits:
+            mine.setdefault(os.path.realpath(e.path or ""), []).append(e)
+        if any(_overlaps(e, o) for p, es in mine.items() for e in es for o in edits.get(p, [])):
+            continue
+        for p, es in mine.items():
+            edits.setdefault(p, []).extend(es)
+        applied += 1
+    out = {}
+    for path, es in edits.items():
+        old = _read(path)
+        if old is not None:
+            out[path] = (old, apply(old, es))
+    return out, applied
+
+
+def unified_diff(changes: dict[str, tuple[str, str]], shown: Any) -> str:
+    out = []
+    for path in sorted(changes):
+        old, new = changes[path]
+        name = shown(path)
+        out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+
+
+def write(changes: dict[str, tuple[str, str]]) -> None:
+    from exportlens.core.disk.atomic import write_atomic
+
+    for path, (_, new) in changes.items():
+        mode = os.stat(path).st_mode & 0o777
+        write_atomic(path, new.encode("utf-8"), mode=mode)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr)
