@@ -428,16 +428,16 @@ def _check(
         # reports them (they belong to no model file), against every shard's files.
         extra = pipeline.vanished(paths, found.files) + found.declarations if plan is None or plan.shard.index == 1 else []
         results = sorted(without_declared(results, found.declarations) + extra, key=lambda r: r.path)
-    found = None
+    verified = None
     if fixing.fix or fixing.diff or fmt == "json":
         from exportlens import fix_command
 
-        found = fix_command.find(results, pipeline, jobs)
+        verified = fix_command.find(results, pipeline, jobs)
         if fixing.fix or fixing.diff:
-            changes, applied = fix_command.fixed_texts(fix_command.chosen(found, unsafe=fixing.unsafe))
+            changes, applied = fix_command.fixed_texts(fix_command.chosen(verified, unsafe=fixing.unsafe))
             if fixing.diff:
                 sys.stdout.write(fix_command.unified_diff(changes, display_path))
-                fix_command.say(f"Would fix {applied} diagnostic{'s' * (applied != 1)} (each fix verified: exported again, outputs kept)" if applied else "No verified fixes to apply")
+                fix_command.say(f"Would fix {applied} diagnostic{'s' * (applied != 1)} (each fix verified: exported again, outputs compared)" if applied else "No verified fixes to apply")
                 return 1 if changes else 0
             fix_command.write(changes)
             fix_command.say(f"Fixed {applied} diagnostic{'s' * (applied != 1)} in {len(changes)} file{'s' * (len(changes) != 1)}; checking again")
@@ -446,11 +446,11 @@ def _check(
     elapsed = time.perf_counter() - started
     origins = {p: "store" if p in batch.from_store else "cache" for p in batch.cached}
     shown = None
-    if found is not None:
+    if verified is not None:
         from exportlens.fix_command import fix_json
 
         def shown(d: Diagnostic, path: str) -> list[dict[str, Any]]:
-            return [fix_json(o.fix, display_path) for o in found.of(d, path)]
+            return [fix_json(o.fix, display_path) for o in verified.of(d, path)]
 
     return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins, fixes=shown)
 

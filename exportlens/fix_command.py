@@ -143,7 +143,7 @@ def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
 
 
 def unified_diff(changes: dict[str, tuple[str, str]], shown: Any) -> str:
-    out = []
+    out: list[str] = []
     for path in sorted(changes):
         old, new = changes[path]
         name = shown(path)

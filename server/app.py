@@ -92,6 +92,13 @@ class ExportLensServer(LanguageServer):
         except Exception:  # noqa: BLE001 - the client may be gone
             pass
 
+    def notify(self, method: str, params: Any) -> None:
+        """A notification of exportlens's own (``exportlens/...``); a gone client is no error."""
+        try:
+            self.protocol.notify(method, params)
+        except Exception:  # noqa: BLE001 - the client may be gone
+            pass
+
     def show_once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """A message box, at most once per distinct text for the server's lifetime."""
         self.log_message(message, kind)

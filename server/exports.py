@@ -23,7 +23,7 @@ from exportlens.core import torchversion
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.project.files import declares_targets
 from exportlens.core.watch import changed_since
-from exportlens.server import indexes, overlays, pyproject_view, runner, views
+from exportlens.server import indexes, overlays, pyproject_view, runner, verification, views
 from exportlens.server.features import diagnostics, graph, untrusted
 from exportlens.server.positions import split_lines
 
@@ -40,6 +40,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     state = server.documents.get(uri)
     if state is None:
         return
+    verification.cancel(state)  # its jobs must not hold up this export's
     if not server.config_ready.is_set():
         # Settings pulled from the client may change the limits: do not export twice.
         try:
@@ -94,6 +95,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     # test) makes on seeing it must raise a file event.
     server.watch_dependencies()
     diagnostics.publish(server, state)
+    verification.start(server, state, [(request, result)])  # after the diagnostics: they never wait for fixes
     state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, result))
     views.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there

@@ -8,6 +8,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from exportlens.core.fixes.verified import Offered
 from exportlens.core.model.results import Diagnostic, FileResult
 
 
@@ -48,6 +49,11 @@ class DocumentState:
     # The notice it shows instead of a result: ``untrusted-folder`` (its folder is not
     # trusted) or ``unsupported-torch`` (the environment's torch is outside the range).
     notice: Diagnostic | None = None
+    # The verified fixes of ``fixes_for`` (the result they were verified for: they hold
+    # only while it is ``result``), and the task verifying them (``verification``).
+    fixes: list[Offered] = field(default_factory=list)
+    fixes_for: FileResult | None = None
+    fixing: asyncio.Future[None] | None = None
 
     def line_unchanged(self, current: list[str], line: int) -> bool:
         """Whether 0-based ``line`` of the buffer (``current``) is still the text the

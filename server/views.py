@@ -32,7 +32,7 @@ from lsprotocol import types
 from exportlens.core.model.results import FileResult
 from exportlens.core.model.views import view_for
 from exportlens.core.project.importers import model_files_importing
-from exportlens.server import indexes, overlays, runner
+from exportlens.server import indexes, overlays, runner, verification
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
 
@@ -102,6 +102,10 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     state.result_lines = split_lines(text)
     state.result_version = version  # the results were made from this text (``_stale_open_results``)
     diagnostics.publish(server, state)
+    # Its fixes are verified in the model files that run it, at this module's lines only.
+    made = [(server.pipeline.request(f, id=server.bridge.next_id(), overlays=await overlays.for_export(server, f)), r) for f, (r, _) in zip(files, got, strict=True) if r is not None]
+    if server.scheduler.is_latest(state.uri, generation) and state.result is view:
+        verification.start(server, state, made, only=os.path.realpath(state.path))
     server.watch_dependencies()
     state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, view))
 

@@ -55,10 +55,6 @@ Emit = Callable[[JobEvent], None]
 def run_job(request: ExportRequest, emit: Emit) -> FileResult:
     """Run in the job process only: it installs an audit hook that stays for the
     process's life (see ``exportlens.core.export.deps``)."""
-    if request.trials:
-        from exportlens.core.export.verify import run_trials
-
-        return run_trials(request, emit)
     recorder = deps.start(request.root or module_name_for(request.path)[1], request.path)
     try:
         result = _run(request, emit, recorder)

@@ -11,7 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exportlens.core.fixes import buffers, checks, dims, eval_mode, hf_cache, inplace, no_grad, strict
+from exportlens.core.fixes import (
+    branches,
+    buffers,
+    checks,
+    dims,
+    eval_mode,
+    fake_kernel,
+    hf_cache,
+    inplace,
+    no_grad,
+    pytrees,
+    shape_keys,
+    strict,
+)
 from exportlens.core.fixes.model import Fix, TextEdit, apply, parses
 from exportlens.core.model.results import Diagnostic, FileResult
 
@@ -29,6 +42,7 @@ FIXABLE = frozenset(
         "banned-mutation/parameter",
         "training-mode",
         "data-dependent",
+        "export-error",
     }
 )
 
@@ -40,7 +54,7 @@ def _family(source: str, diagnostic: Diagnostic, result: FileResult, read: Read 
     if code == "constraint-violation":
         return dims.fixes(source, diagnostic)
     if code == "unsupported-type":
-        return hf_cache.fixes(source, diagnostic, result)
+        return hf_cache.fixes(source, diagnostic, result) + pytrees.fixes(source, diagnostic, result, read)
     if code == "banned-mutation/parameter":
         return no_grad.fixes(source, diagnostic)
     if code == "training-mode":
@@ -48,7 +62,9 @@ def _family(source: str, diagnostic: Diagnostic, result: FileResult, read: Read 
     if code == "banned-mutation/input-metadata":
         return inplace.fixes(source, diagnostic)
     if code == "data-dependent":
-        return checks.fixes(source, diagnostic)
+        return checks.fixes(source, diagnostic) + branches.fixes(source, diagnostic)
+    if code == "export-error":
+        return shape_keys.fixes(source, diagnostic) + fake_kernel.fixes(source, diagnostic, result, read)
     return []
 
 

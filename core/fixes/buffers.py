@@ -16,11 +16,13 @@ assignment, in every target that runs it), left out when they are known not to
 that says a matching shape is needed.
 
 The same edit fixes a tensor attribute that ``forward`` updates in place
-(``self.cache_k[:bsz, pos] = xk``, ``self.steps += 1``, ``self.cache.copy_(x)``: the
-error export fails with). Checked with torch 2.13 on Meta's reference Llama's cache
-pattern (slice assignment, and ``self.cache_k = self.cache_k.to(xq)`` beside it): a
-registered buffer's in-place update exports as a ``BUFFER_MUTATION``, and its shape
-cannot change, so the fix is preferred.
+(``self.cache_k[:bsz, pos] = xk``, ``self.steps += 1``, ``self.cache.copy_(x)``, a
+running average's chain ``self.avg.mul_(0.9).add_(x.mean(0) * 0.1)``: the error
+export fails with). Checked with torch 2.13 on Meta's reference Llama's cache
+pattern (slice assignment, and ``self.cache_k = self.cache_k.to(xq)`` beside it), and
+on the running average's chain (exported, the outputs eager's): a registered
+buffer's in-place update exports as a ``BUFFER_MUTATION``, and its shape cannot
+change, so the fix is preferred.
 
 Offered only when the edit is certain to run as written: the class is in this file,
 its ``__init__`` assigns the attribute exactly once, to something that is not
@@ -78,18 +80,30 @@ def _value_line(stmt: ast.Assign | ast.AnnAssign, method: ast.AST) -> int:
     return max(bound, key=lambda n: n.lineno).lineno if bound else stmt.lineno
 
 
+def _in_place_call(node: ast.expr) -> bool:
+    """``<receiver>.op_(...)``: a method with a trailing ``_`` (not a dunder)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    return node.func.attr.endswith("_") and not node.func.attr.endswith("__")
+
+
 def _updated_in_place(stmt: ast.stmt, me: str) -> str | None:
     """The attribute ``stmt`` updates in place, when it does: ``self.x[...] = v``,
-    ``self.x[...] += v``, ``self.x += v`` or ``self.x.copy_(v)`` (a trailing ``_``)."""
+    ``self.x[...] += v``, ``self.x += v``, ``self.x.copy_(v)`` (a trailing ``_``) or a
+    chain of such calls (``self.x.mul_(0.9).add_(v)``)."""
     targets: list[ast.expr] = []
     if isinstance(stmt, ast.Assign):
         targets = [t for t in stmt.targets if isinstance(t, ast.Subscript)]
     elif isinstance(stmt, ast.AugAssign):
         targets = [stmt.target]
-    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
-        method = stmt.value.func
-        if method.attr.endswith("_") and not method.attr.endswith("__"):
-            targets = [method.value]
+    elif isinstance(stmt, ast.Expr) and _in_place_call(stmt.value):
+        # A chain of in-place calls (``self.avg.mul_(0.9).add_(v)``, a running
+        # average) updates its innermost receiver: each returns the tensor it updated.
+        receiver: ast.expr = stmt.value
+        while _in_place_call(receiver):
+            assert isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+            receiver = receiver.func.value
+        targets = [receiver]
     attrs = set()
     for target in targets:
         while isinstance(target, ast.Subscript):

@@ -55,6 +55,9 @@ class _Pending:
     preferred: bool
     texts: tuple[tuple[str, str], ...]  # every file the chain edited, as it leaves it
     edits: tuple[TextEdit, ...] = ()  # the first fix's own edits, each with its file
+    # A trial of several diagnostics' fixes at once (a target export fails on until
+    # all are fixed): what it finds holds for each of them, offered on its own.
+    members: tuple[_Pending, ...] = ()
 
 
 def _edited(texts: dict[str, str], fix: Fix, file: str) -> dict[str, str] | None:
@@ -105,6 +108,7 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
             seen.add((d.target, changed))
             edits = tuple(replace(e, path=os.path.realpath(e.path) if e.path else file) for e in fix.edits)
             pending.append(_Pending(d, d.target, d.code, (fix.title,), fix.preferred, changed, edits))
+    pending += _together(pending, originals, seen)
     offered: list[Offered] = []
     started = time.monotonic()
     for round_ in range(MAX_ROUNDS):
@@ -119,10 +123,51 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
             if chain is None:
                 continue
             if verdict.status in ("kept", "changed"):
-                offered.append(_offer(chain, verdict, originals))
+                for one in chain.members or (chain,):
+                    new = _offer(one, verdict, originals)
+                    if all((o.fix.diagnostic, o.fix.edits) != (new.fix.diagnostic, new.fix.edits) for o in offered):
+                        offered.append(new)
             elif round_ + 1 < MAX_ROUNDS:
                 pending += _next(chain, verdict, result, read, seen, own, originals)
     return offered
+
+
+def _together(pending: list[_Pending], originals: dict[str, str], seen: set[tuple[str, tuple[tuple[str, str], ...]]]) -> list[_Pending]:
+    """For each target with several diagnostics that have fixes, one trial of the
+    first fix of each (the preferred first), applied together: a target's export
+    fails until every error is gone, so no fix alone can be shown to export."""
+    out = []
+    for target in dict.fromkeys(p.target for p in pending):
+        firsts: dict[Diagnostic, _Pending] = {}
+        for p in sorted((p for p in pending if p.target == target and p.edits), key=lambda p: not p.preferred):
+            firsts.setdefault(p.diagnostic, p)
+        if len(firsts) < 2:
+            continue
+        by_file: dict[str, list[TextEdit]] = {}
+        for p in firsts.values():
+            for e in p.edits:
+                by_file.setdefault(e.path or "", []).append(replace(e, path=None))
+        texts = dict(originals)
+        try:
+            for path, edits in by_file.items():
+                if path not in texts or _overlapping(edits):
+                    raise KeyError(path)
+                texts[path] = apply(texts[path], edits)
+        except KeyError:
+            continue
+        changed = tuple(sorted((p, t) for p, t in texts.items() if t != originals.get(p)))
+        if (target, changed) in seen:
+            continue
+        seen.add((target, changed))
+        members = tuple(firsts.values())
+        first = members[0]
+        out.append(_Pending(first.diagnostic, target, first.code, tuple(m.titles[0] for m in members), all(m.preferred for m in members), changed, (), members))
+    return out
+
+
+def _overlapping(edits: list[TextEdit]) -> bool:
+    ordered = sorted(edits, key=lambda e: (e.line, e.column, e.end_line, e.end_column))
+    return any((b.line, b.column) < (a.end_line, a.end_column) or (a.line, a.column) == (b.line, b.column) for a, b in zip(ordered, ordered[1:], strict=False))
 
 
 def _next(chain: _Pending, verdict: Verdict, result: FileResult, read: Read, seen: set[tuple[str, tuple[tuple[str, str], ...]]], own: str, originals: dict[str, str]) -> list[_Pending]:

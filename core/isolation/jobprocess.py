@@ -98,6 +98,7 @@ def child_main(
         fakecache.record()
 
         from exportlens.core.export.job import run_job
+        from exportlens.core.export.verify import run_trials
 
         def write(message: FromJob) -> None:
             write_frame(events_fd, message)
@@ -105,7 +106,8 @@ def child_main(
         # Where there is no signal to ask for its stack with, the job leaves it itself.
         emit = write if DUMP_SIGNAL is not None else _dump_before_timeout(write, dump_fd, request.limits.timeout_s)
 
-        result = run_job(request, emit)
+        # A request with trials verifies fixes (``core/fixes/verified``) instead of exporting.
+        result = run_trials(request, emit) if request.trials else run_job(request, emit)
         mark("job: result built")
         # Flushed before the result, not after: the output in the pipe when the result
         # arrives is the result's; what comes after is nobody's.

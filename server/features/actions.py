@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls import uris
 
-from exportlens.core.fixes import Fix, fixes_for
+from exportlens.core.fixes import Fix
+from exportlens.core.model.results import Diagnostic
 from exportlens.server.features import untrusted
 from exportlens.server.positions import byte_column_to_units, split_lines
 
@@ -85,18 +86,53 @@ def asked_for(asked: types.Diagnostic, published: Sequence[Published]) -> list[P
     return [p for p in published if p.lsp.range.start.line == asked.range.start.line and _same_code(asked, p.lsp) and _overlaps(p.lsp.range, asked.range)]
 
 
-def _action(server: Host, state: DocumentState, fix: Fix, diagnostic: types.Diagnostic, encoding: str) -> types.CodeAction:
-    lines = state.result_lines
-    edits = [
-        types.TextEdit(types.Range(_position(lines, e.line, e.column, encoding), _position(lines, e.end_line, e.end_column, encoding)), e.new_text)
-        for e in fix.edits
-    ]
+def _lines_of(server: Host, state: DocumentState, path: str) -> tuple[str, list[str], int | None] | None:
+    """The URI, the lines and the version of the file an edit is in: this document's
+    are the result's text; another's the editor's buffer, else the saved file."""
+    if path == os.path.realpath(state.path):
+        return state.uri, state.result_lines, state.version
+    for other in server.documents.values():
+        if os.path.realpath(other.path) == path:
+            document = server.workspace.get_text_document(other.uri)
+            return other.uri, split_lines(document.source), document.version
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return uris.from_fs_path(path) or path, split_lines(f.read()), None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _action(server: Host, state: DocumentState, fix: Fix, diagnostic: types.Diagnostic, encoding: str) -> types.CodeAction | None:
+    by_file: dict[str, list[types.TextEdit]] = {}
+    versions: dict[str, int | None] = {}
+    for e in fix.edits:
+        where = _lines_of(server, state, os.path.realpath(e.path) if e.path else os.path.realpath(state.path))
+        if where is None:
+            return None
+        uri, lines, version = where
+        versions[uri] = version
+        by_file.setdefault(uri, []).append(types.TextEdit(types.Range(_position(lines, e.line, e.column, encoding), _position(lines, e.end_line, e.end_column, encoding)), e.new_text))
     if server.client.document_changes:
-        identifier = types.OptionalVersionedTextDocumentIdentifier(uri=state.uri, version=state.version)
-        edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(identifier, edits)])  # type: ignore[list-item]
+        changes = [
+            types.TextDocumentEdit(types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=versions[uri]), edits)  # type: ignore[arg-type]
+            for uri, edits in by_file.items()
+        ]
+        edit = types.WorkspaceEdit(document_changes=changes)  # type: ignore[arg-type]
     else:
-        edit = types.WorkspaceEdit(changes={state.uri: edits})
+        edit = types.WorkspaceEdit(changes=by_file)  # type: ignore[arg-type]
     return types.CodeAction(title=fix.title, kind=KIND, diagnostics=[diagnostic], is_preferred=fix.preferred or None, edit=edit)
+
+
+def _same(verified: Diagnostic, published: Diagnostic) -> bool:
+    """The result's diagnostic a fix was verified for is the one published (a model
+    module's view shows the declaring file's, without its path)."""
+    return (verified.code, verified.line, verified.column, verified.target, verified.message) == (
+        published.code,
+        published.line,
+        published.column,
+        published.target,
+        published.message,
+    )
 
 
 def code_actions(server: Host, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -126,21 +162,20 @@ def code_actions(server: Host, params: types.CodeActionParams) -> list[types.Cod
                 chosen.setdefault(p.id, (p, asked))
     else:
         chosen = {p.id: (p, p.lsp) for p in state.published if _overlaps(p.lsp.range, params.range)}
+    offered = state.fixes if state.fixes_for is state.result else []  # verified for this very result, or none yet
     actions: list[types.CodeAction] = []
     for p, named in chosen.values():
         found = p.found
         if found.path is not None and os.path.realpath(found.path) != os.path.realpath(state.path):
             continue  # shown here at the target's line; its code, and its fix, are in a module
-        d = replace(found, path=None)
-        try:
-            fixes = fixes_for(source, d, state.result)
-        except Exception:  # noqa: BLE001 - a fix that cannot be computed is not offered, the others are
-            log.exception("computing fixes for %r failed", d)
-            continue
-        for f in fixes:
+        for o in offered:
+            if not _same(o.fix.diagnostic, found):
+                continue
             # One edit fixing the diagnostics of several targets (a class both run) is
             # one action listing them all, not the same entry once per target.
-            new = _action(server, state, f, named, encoding)
+            new = _action(server, state, o.fix, named, encoding)
+            if new is None:
+                continue
             twin = next((a for a in actions if a.title == new.title and a.edit == new.edit), None)
             if twin is None:
                 actions.append(new)

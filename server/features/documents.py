@@ -26,7 +26,7 @@ from pygls import uris
 
 from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.core.trace import mark
-from exportlens.server import config, pyproject_view, warmup
+from exportlens.server import config, pyproject_view, verification, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics
 from exportlens.server.features.refresh import HINTS, refresh
@@ -194,6 +194,7 @@ def register(server: Host) -> None:
         if state is None:
             return
         state.version = params.text_document.version
+        verification.cancel(state)  # fixes for the text before this edit: its job must not hold up the next export
         # An edit of comments or blank lines only cannot change the export: the cache
         # serves the shown result with its lines moved, so it need not wait for the
         # typing pause (the lookup takes milliseconds, a debounce hundreds).
@@ -216,7 +217,9 @@ def register(server: Host) -> None:
     def did_close(ls: Host, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.scheduler.forget(uri)
-        if ls.documents.pop(uri, None) is not None:
+        closed = ls.documents.pop(uri, None)
+        if closed is not None:
+            verification.cancel(closed)
             diagnostics.clear(ls, uri)
             ls.watch_dependencies()
 

@@ -35,6 +35,7 @@ class RecordingClient(LanguageClient):
     def __init__(self) -> None:
         super().__init__(converter_factory=default_converter)
         self.published: list[types.PublishDiagnosticsParams] = []
+        self.verified: list[tuple[str, int | None, int]] = []  # exportlens/fixesVerified: (uri, version, fixes)
         self.changed = asyncio.Event()
         self.encoding = "utf-16"
 
@@ -63,6 +64,12 @@ class RecordingClient(LanguageClient):
     async def diagnostics_for(self, uri: str, version: int, timeout: float = WAIT_S) -> list[types.Diagnostic]:
         found = await self.until(lambda: next((p for p in reversed(self.publishes(uri)) if p.version == version), None), f"diagnostics of {uri} v{version}", timeout)
         return list(found.diagnostics)
+
+    async def fixes_verified(self, uri: str, version: int, timeout: float = WAIT_S) -> int:
+        """How many fixes the server verified for the result of ``uri`` at ``version``,
+        once it says so (``exportlens/fixesVerified``): code actions offer them then."""
+        found = await self.until(lambda: next((v for v in reversed(self.verified) if v[0] == uri and v[1] == version), None), f"fixes verified for {uri} v{version}", timeout)
+        return found[2]
 
     async def command(self, name: str, *args: Any) -> Any:
         return await self.workspace_execute_command_async(types.ExecuteCommandParams(command=name, arguments=list(args)))
@@ -97,6 +104,11 @@ def make_client(asked: list[str] | None = None) -> RecordingClient:
     def on_publish(ls: RecordingClient, params: types.PublishDiagnosticsParams) -> None:
         ls.published.append(params)
         ls.diagnostics[params.uri] = params.diagnostics
+        ls.changed.set()
+
+    @client.feature("exportlens/fixesVerified")
+    def on_verified(ls: RecordingClient, params: Any) -> None:
+        ls.verified.append((getattr(params, "uri", ""), getattr(params, "version", None), getattr(params, "fixes", 0)))
         ls.changed.set()
 
     return client

@@ -189,6 +189,11 @@ def apply(doc: Doc, action: types.CodeAction) -> int:
 
 
 async def actions_for(doc: Doc, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
+    """The code actions for ``diagnostic``, once the server verified the fixes of the
+    result it was published with (each re-exported, its outputs compared)."""
+    published = doc.client.publishes(doc.uri)
+    if published and published[-1].version == doc.version:  # else the buffer moved on: no fix either way
+        await doc.client.fixes_verified(doc.uri, doc.version)
     params = types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(doc.uri),
         range=diagnostic.range,
@@ -343,7 +348,10 @@ async def test_a_model_in_training_mode_fix_adds_eval(session: Session) -> None:
     [d] = [x for x in found if x.code == "training-mode"]
     assert d.severity == types.DiagnosticSeverity.Warning and d.range.start.line == TRAINING.splitlines().index("model = Generator()")
     action, after = await fix_and_export(doc, d, "eval mode")
-    assert action.is_preferred and "model = Generator().eval()\n" in doc.text
+    # Verified: it exports, and batch norm in eval mode computes otherwise, so the fix
+    # says so and is never preferred.
+    assert not action.is_preferred and "changes the outputs: output 0 differs" in action.title
+    assert "model = Generator().eval()\n" in doc.text
     # Eval mode: no warning, and batch norm no longer updates its running statistics.
     assert [str(x.code) for x in after] == []
 
@@ -352,7 +360,9 @@ async def test_a_hugging_face_cache_fix_passes_use_cache_false(session: Session)
     doc, [d] = await opened(session, "hf.py", HF)
     assert d.code == "unsupported-type" and "DynamicCache" in d.message
     action, after = await fix_and_export(doc, d, "`use_cache=False`")
-    assert action.is_preferred and "n_positions=16, use_cache=False)" in doc.text
+    # The program returns the logits without the cache the model returned: not preferred.
+    assert not action.is_preferred and "changes the outputs: the program returns" in action.title
+    assert "n_positions=16, use_cache=False)" in doc.text
     assert after == []
 
 
@@ -448,6 +458,7 @@ async def test_one_fix_for_the_same_line_of_two_targets_is_one_action(session: S
     client, _ = session
     doc, found = await opened(session, "two_targets.py", TWO_TARGETS, "banned-mutation/tensor-attribute")
     assert sorted(x.data["target"] for x in found) == ["narrow", "wide"]  # type: ignore[index]
+    await client.fixes_verified(doc.uri, 1)
     params = types.CodeActionParams(types.TextDocumentIdentifier(doc.uri), found[0].range, types.CodeActionContext(diagnostics=found, only=[types.CodeActionKind.QuickFix]))
     actions = [a for a in await client.text_document_code_action_async(params) or [] if isinstance(a, types.CodeAction)]
     # One edit, fixing both targets' diagnostics: one entry in the menu, not one per target.

@@ -418,3 +418,162 @@ def test_no_eval_fix_where_no_expression_of_the_users_makes_the_module() -> None
     for why, (source, statement) in cases.items():
         d = _diag(source, "training-mode", statement, TRAINING_MESSAGE)
         assert _fixed(source, d) == [], why
+
+
+# ---------------------------------------------------------------- a chain of in-place updates
+
+RUNNING_AVERAGE = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+    class Avg(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.avg = torch.zeros(4)
+        def forward(self, x):
+            self.avg.mul_(0.9).add_(x.mean(0) * 0.1)
+            return x - self.avg
+    """
+)
+RUNNING_MESSAGE = (
+    "`self.avg` is a tensor attribute, not a registered buffer, that `forward` updates in place: this line calls `.mul_(...)` on it. "
+    "Export keeps such a tensor as a constant and fails on the update (torch says \"Constant avg is mutated in the forward method\" for "
+    "the first it meets). Register it in `Avg.__init__` with `self.register_buffer('avg', ..., persistent=False)`: export then records "
+    "each update as a buffer mutation."
+)
+
+
+def test_a_chain_of_in_place_updates_registers_its_innermost_receiver() -> None:
+    d = _diag(RUNNING_AVERAGE, "banned-mutation/tensor-attribute", "self.avg.mul_(0.9).add_(x.mean(0) * 0.1)", RUNNING_MESSAGE)
+    assert (d.line, d.column, d.end_line, d.end_column) == (9, 9, 9, 49)  # as the real export reports it
+    [(title, preferred, text)] = _fixed(RUNNING_AVERAGE, d)
+    assert text == RUNNING_AVERAGE.replace("self.avg = torch.zeros(4)", "self.register_buffer('avg', torch.zeros(4), persistent=False)")
+    assert preferred and "register `avg` as a buffer in `Avg.__init__`" in title
+    longer = RUNNING_AVERAGE.replace("self.avg.mul_(0.9).add_(x.mean(0) * 0.1)", "self.avg.mul_(0.9).add_(x.mean(0)).clamp_(0, 1)")
+    d = _diag(longer, "banned-mutation/tensor-attribute", "self.avg.mul_(0.9).add_(x.mean(0)).clamp_(0, 1)", RUNNING_MESSAGE)
+    [(_, preferred, text)] = _fixed(longer, d)
+    assert preferred and "self.register_buffer('avg', torch.zeros(4), persistent=False)" in text
+
+
+def test_no_buffer_fix_for_a_chain_that_does_not_update_the_attribute() -> None:
+    cases = {
+        # ``clone()`` makes a new tensor: the chain updates it, not the attribute.
+        "out of place inside": "self.avg.clone().mul_(0.9).add_(x.mean(0) * 0.1)",
+        "another object's tensor": "x.mul_(0.9).add_(self.avg)",
+        "a dunder, not an update": "self.avg.__iadd__(x.mean(0))",
+    }
+    for why, statement in cases.items():
+        source = RUNNING_AVERAGE.replace("self.avg.mul_(0.9).add_(x.mean(0) * 0.1)", statement)
+        d = _diag(source, "banned-mutation/tensor-attribute", statement, RUNNING_MESSAGE)
+        assert _fixed(source, d) == [], why
+
+
+# ---------------------------------------------------------------- derived dims
+
+DERIVED = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+    from torch.export import Dim
+
+    class Net(nn.Module):
+        def forward(self, x):
+            return x.view(x.shape[0] // 2, 2, x.shape[1]).sum(1)
+
+    frames = Dim("frames", min=2, max=64)
+    model = Net()
+    example_args = (torch.randn(8, 3),)
+    dynamic_shapes = {"x": {0: frames}}
+    """
+)
+DERIVED_MESSAGE = (
+    "the declared dynamic_shapes are violated: Constraints violated (frames)!\n"
+    "  - Not all values of frames = L['x'].size()[0] in the specified range frames <= 64 satisfy the generated guard (L['x'].size()[0] // 2) != 1.\n"
+    "Suggested fixes:\n"
+    "  _frames = Dim('_frames', min=1, max=32)\n"
+    "  frames = 2*_frames"
+)
+
+
+def test_a_derived_dim_replaces_the_declaration_with_its_root_and_expression() -> None:
+    d = _diag(DERIVED, "constraint-violation", 'Dim("frames", min=2, max=64)', DERIVED_MESSAGE)
+    assert (d.line, d.column, d.end_line, d.end_column) == (9, 10, 9, 38)  # as the real export reports it
+    [(title, preferred, text)] = _fixed(DERIVED, d)
+    assert text == DERIVED.replace('frames = Dim("frames", min=2, max=64)', "_frames = Dim('_frames', min=1, max=32)\nframes = 2*_frames")
+    assert preferred and title == "apply torch's suggested fixes: `_frames = Dim('_frames', min=1, max=32); frames = 2*_frames`"
+    # The user's own spelling of Dim; a declaration inside a function keeps its indentation.
+    spelled = DERIVED.replace("from torch.export import Dim\n", "").replace('frames = Dim("frames"', 'frames = torch.export.Dim("frames"')
+    made = spelled.replace("frames = torch", "def made():\n    frames = torch").replace("\nmodel = Net()", "\n    return frames\nmodel = Net()")
+    d = _diag(made, "constraint-violation", 'torch.export.Dim("frames", min=2, max=64)', DERIVED_MESSAGE)
+    [(_, _, text)] = _fixed(made, d)
+    assert "def made():\n    _frames = torch.export.Dim('_frames', min=1, max=32)\n    frames = 2*_frames\n    return frames\n" in text
+
+
+def test_a_derived_dim_declared_inline_gets_its_root_on_the_line_before() -> None:
+    inline = DERIVED.replace('frames = Dim("frames", min=2, max=64)\n', "").replace("{0: frames}", '{0: Dim("frames", min=2, max=64)}')
+    d = _diag(inline, "constraint-violation", 'Dim("frames", min=2, max=64)', DERIVED_MESSAGE)
+    [(title, preferred, text)] = _fixed(inline, d)
+    assert text == inline.replace(
+        'dynamic_shapes = {"x": {0: Dim("frames", min=2, max=64)}}', "_frames = Dim('_frames', min=1, max=32)\ndynamic_shapes = {\"x\": {0: 2*_frames}}"
+    )
+    assert preferred and "`frames` becomes `2*_frames`" in title
+
+
+TWO_DIMS = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+    from torch.export import Dim
+
+    class Net(nn.Module):
+        def forward(self, x, y):
+            return x + y[1:]
+
+    dx = Dim("dx", min=2, max=64)
+    dy = Dim("dy", min=2, max=64)
+    model = Net()
+    example_args = (torch.randn(4, 3), torch.randn(5, 3))
+    dynamic_shapes = {"x": {0: dx}, "y": {0: dy}}
+    """
+)
+TWO_DIMS_MESSAGE = (
+    "the declared dynamic_shapes are violated: Constraints violated (dx, dy)!\n"
+    "  - The values of dy = L['y'].size()[0] and dx = L['x'].size()[0] must always be related to the values of dx = L['x'].size()[0] by dy = dx + 1.\n"
+    "Suggested fixes:\n"
+    "  dx = Dim('dx', max=63)\n"
+    "  dy = dx + 1"
+)
+
+
+def test_a_suggestion_relating_several_dims_changes_each_declaration() -> None:
+    d = _diag(TWO_DIMS, "constraint-violation", 'Dim("dx", min=2, max=64)', TWO_DIMS_MESSAGE)
+    [(title, preferred, text)] = _fixed(TWO_DIMS, d)
+    assert text == TWO_DIMS.replace('dx = Dim("dx", min=2, max=64)', "dx = Dim('dx', max=63)").replace('dy = Dim("dy", min=2, max=64)', "dy = dx + 1")
+    assert preferred and "`dx = Dim('dx', max=63); dy = dx + 1`" in title
+    # A root among several: on the line before the dim that uses it.
+    message = TWO_DIMS_MESSAGE.split("Suggested fixes:\n")[0] + "Suggested fixes:\n  dy = Dim('dy', max=32)\n  _dx = Dim('_dx', min=1, max=32)\n  dx = 2*_dx"
+    [(_, preferred, text)] = _fixed(TWO_DIMS, Diagnostic(d.code, message, d.line, d.column, d.end_line, d.end_column))
+    assert preferred and "\n_dx = Dim('_dx', min=1, max=32)\ndx = 2*_dx\ndy = Dim('dy', max=32)\n" in text
+    # A constant among them: applied, not preferred, and the title says which dim it makes static.
+    message = TWO_DIMS_MESSAGE.replace("  dx = Dim('dx', max=63)\n  dy = dx + 1", "  dx = 4\n  dy = 5")
+    [(title, preferred, text)] = _fixed(TWO_DIMS, Diagnostic(d.code, message, d.line, d.column, d.end_line, d.end_column))
+    assert not preferred and "make `dx`, `dy` static" in title and "\ndx = 4\ndy = 5\n" in text
+
+
+def test_no_dim_fix_when_a_suggested_line_cannot_be_placed() -> None:
+    d = _diag(TWO_DIMS, "constraint-violation", 'Dim("dx", min=2, max=64)', TWO_DIMS_MESSAGE)
+    swapped = TWO_DIMS.replace('dx = Dim("dx", min=2, max=64)\ndy = Dim("dy", min=2, max=64)', 'dy = Dim("dy", min=2, max=64)\ndx = Dim("dx", min=2, max=64)')
+    inline_dy = TWO_DIMS.replace('dy = Dim("dy", min=2, max=64)\n', "").replace("{0: dy}", '{0: Dim("dy")}')
+    cases = {
+        "dy = dx + 1 would come before dx": (swapped, d.message),
+        "a dim declared inline beside another": (inline_dy, d.message),
+        "a dim bound twice": (TWO_DIMS.replace("model = Net()", 'dy = Dim("dy", max=8)\nmodel = Net()'), d.message),
+        "a root that nothing uses": (DERIVED, DERIVED_MESSAGE.replace("frames = 2*_frames", "frames = Dim('frames', max=32)")),
+        "a root name already taken": (DERIVED.replace("model = Net()", "_frames = 3\nmodel = Net()"), DERIVED_MESSAGE),
+        "the message cut short": (TWO_DIMS, TWO_DIMS_MESSAGE[:-3] + "…"),
+    }
+    for why, (source, message) in cases.items():
+        declared = 'Dim("frames", min=2, max=64)' if "frames" in message else 'Dim("dx", min=2, max=64)'
+        found = _diag(source, "constraint-violation", declared, message)
+        assert _fixed(source, found) == [], why
