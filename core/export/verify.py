@@ -93,11 +93,27 @@ def _candidates(request: ExportRequest, loaded: Loaded) -> list[Candidate]:
     return discover(loaded.module, loaded.index, strict_default=request.strict_default, pyproject_entries=entries, root=request.root)
 
 
-def _leaves(value: Any) -> list[Any]:
+def _leaves(value: Any, depth: int = 0) -> list[Any]:
+    """``value``'s leaves in torch's pytree order; an object pytree does not know (the
+    original model's output class, before the fix registers it) is taken apart by its
+    fields, in their order, as its registration will: the fixed program's outputs
+    then pair with the model's."""
+    import dataclasses
+
     import torch
     from torch.utils import _pytree as pytree
 
-    return [leaf.detach().clone() if isinstance(leaf, torch.Tensor) else leaf for leaf in pytree.tree_leaves(value)]
+    out: list[Any] = []
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            out.append(leaf.detach().clone())
+        elif depth < 8 and dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            out += _leaves([getattr(leaf, f.name) for f in dataclasses.fields(leaf)], depth + 1)
+        elif depth < 8 and not isinstance(leaf, (int, float, bool, str, bytes, type(None))) and isinstance(getattr(leaf, "__dict__", None), dict):
+            out += _leaves(list(vars(leaf).values()), depth + 1)
+        else:
+            out.append(leaf)
+    return out
 
 
 def _run(module: Any, built: Built) -> list[Any]:

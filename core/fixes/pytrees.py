@@ -120,10 +120,10 @@ def _is_module(path: str, module: str, declaring: str) -> bool:
 def module_file(module: str, source: str, diagnostic: Diagnostic, result: FileResult, read: Read | None) -> UserFile | None:
     """The one user file that is ``module``; None when none is, or more than one."""
     candidates = _candidates(diagnostic, result)
-    matching = [i for i, path in enumerate(candidates) if _is_module(path, module, result.path)]
-    if len(matching) != 1:
-        return None
-    return _open(candidates[matching[0]], matching[0] == 0, source, read)
+    # ``local_imports`` also names the files an import looked for and did not find
+    # (``pkg/mod/__init__.py`` beside ``pkg/mod.py``): only the ones there count.
+    found = [f for i, path in enumerate(candidates) if _is_module(path, module, result.path) for f in [_open(path, i == 0, source, read)] if f is not None]
+    return found[0] if len(found) == 1 else None
 
 
 # ---------------------------------------------------------------- edits

@@ -60,14 +60,19 @@ class _Pending:
     members: tuple[_Pending, ...] = ()
 
 
-def _edited(texts: dict[str, str], fix: Fix, file: str) -> dict[str, str] | None:
+def _edited(texts: dict[str, str], fix: Fix, file: str, read: Read) -> dict[str, str] | None:
+    """``texts`` with ``fix`` applied; a file it edits that ``texts`` lacks (a local
+    module the class is in) is read, and added to ``texts`` as it was."""
     out = dict(texts)
     by_file: dict[str, list[TextEdit]] = {}
     for e in fix.edits:
         by_file.setdefault(os.path.realpath(e.path) if e.path else file, []).append(replace(e, path=None))
     for path, edits in by_file.items():
         if path not in out:
-            return None
+            text = read(path)
+            if text is None:
+                return None
+            texts[path] = out[path] = text
         out[path] = apply(out[path], edits)
     return out
 
@@ -99,7 +104,7 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
             continue
         file = os.path.realpath(d.path) if d.path else own
         for fix in _proposals(result, d, originals, read, own):
-            texts = _edited(originals, fix, file)
+            texts = _edited(originals, fix, file, read)
             if texts is None:
                 continue
             changed = tuple(sorted((p, t) for p, t in texts.items() if t != originals.get(p)))
@@ -180,7 +185,7 @@ def _next(chain: _Pending, verdict: Verdict, result: FileResult, read: Read, see
         file = os.path.realpath(d.path) if d.path else own
         local = dict(texts)
         for fix in _proposals(replace(result, diagnostics=verdict.diagnostics), d, local, read, own):
-            edited = _edited(local, fix, file)
+            edited = _edited(local, fix, file, read)
             if edited is None:
                 continue
             changed = tuple(sorted((p, t) for p, t in edited.items() if t != originals.get(p)))
