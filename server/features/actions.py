@@ -1,9 +1,12 @@
 """``textDocument/codeAction``: quick fixes (kind ``quickfix``) for the diagnostics
 the server published.
 
-The fixes themselves are ``exportlens.core.fixes``' (torch-free, LSP-free); this
-module only decides *when* to offer them and turns their edits into a
-``WorkspaceEdit``:
+The fixes themselves are ``exportlens.core.fixes``' (torch-free, LSP-free), each
+verified by a job before it is offered (``server/verification``); this module only
+decides *when* to offer them and turns their edits into a ``WorkspaceEdit``:
+
+* only the fixes verified for the very result that is shown; a request that comes
+  while they are being verified waits for them (``VERIFY_WAIT_S`` at most);
 
 * only for a diagnostic published for this document (a model file's own, or, in an
   open model module, the view's at its lines); a diagnostic shown in the declaring
@@ -21,6 +24,7 @@ module only decides *when* to offer them and turns their edits into a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Sequence
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KIND = types.CodeActionKind.QuickFix
+VERIFY_WAIT_S = 30.0  # how long a request for fixes waits for their verification
 
 
 def _wants_quickfix(only: Sequence[str] | None) -> bool:
@@ -189,9 +194,26 @@ def register(server: Host) -> None:
     options = types.CodeActionOptions(code_action_kinds=[KIND], resolve_provider=False)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)
-    def on_code_action(ls: Host, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def on_code_action(ls: Host, params: types.CodeActionParams) -> list[types.CodeAction]:
         try:
+            await _verified(ls, params.text_document.uri)
             return code_actions(ls, params)
         except Exception:
             log.exception("textDocument/codeAction failed")
             return []
+
+
+async def _verified(server: Host, uri: str) -> None:
+    """A request for the fixes of a result still being verified waits for them, at
+    most ``VERIFY_WAIT_S`` (the diagnostics went out already: only the one who asked
+    for fixes waits). A newer edit cancels the verification, and the wait with it."""
+    state = server.documents.get(uri)
+    task = state.fixing if state is not None else None
+    if task is None or task.done():
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(task), VERIFY_WAIT_S)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        pass
+    except Exception:  # noqa: BLE001 - its own failure is logged where it ran
+        pass
