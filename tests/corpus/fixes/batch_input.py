@@ -1,7 +1,6 @@
 """Declares the encoder of blocks/encoder.py with a batch as the loader makes it."""
 
 import torch
-
 from blocks.batch import TokenBatch
 from blocks.encoder import BatchEncoder
 
