@@ -189,6 +189,7 @@ def data_dependent_message(expr: str | None, statement: str | None = None, libra
 _SUGGESTED_CONSTANT = re.compile(r"^\s*(\w+) = (-?\d+)\s*$", re.M)
 _FOUND_TYPE = re.compile(r"Found <class '([\w.]+)'>")
 _FAKE_NUMPY = ".numpy() is not supported for tensor subclasses"
+_DYNAMO_RANDOM = "source=RandomValueSource("
 
 
 def suggested_constants(message: str) -> list[tuple[str, int]]:
@@ -234,6 +235,13 @@ def message_for(code: str, facts: ErrorFacts, target: str, statement: str | None
             f"{line} `.numpy()`, which cannot run under export: export traces with fake tensors "
             "(shapes and dtypes, no data), so there are no values to convert. Keep the computation "
             "in torch ops (`x.sum()` instead of `x.numpy().sum()`), or move it out of `forward`.\n" + msg
+        )
+    if _DYNAMO_RANDOM in facts.message:
+        line = f"`{statement}` draws" if statement else "the model draws"
+        return (
+            f"{line} a Python random number, which strict export cannot trace: TorchDynamo would make the value "
+            "drawn at trace time an input of the program. Export with `strict=False` (torch's default: non-strict "
+            "export runs `forward` as Python), or draw it with a torch op (`torch.rand(())`).\n" + msg
         )
     cache = _cache_type(facts.message) if code == "unsupported-type" else None
     if cache is not None:

@@ -80,6 +80,12 @@ def frames_of(exc: BaseException) -> list[Frame]:
     for item in chain:
         for fs in traceback.extract_tb(item.__traceback__):
             frames.append(Frame(fs.filename, fs.lineno or 0, fs.name))
+        # Strict export's TorchDynamo raises from its own frames; the user's line it
+        # was tracing is in the error's ``real_stack`` ("Dynamo attempts to add
+        # additional input" for ``random.uniform``, a graph break), innermost last.
+        real = getattr(item, "real_stack", None)
+        if isinstance(real, traceback.StackSummary) or isinstance(real, list):
+            frames += [Frame(fs.filename, fs.lineno or 0, fs.name) for fs in real if isinstance(fs, traceback.FrameSummary)]
     return frames
 
 

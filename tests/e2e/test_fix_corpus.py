@@ -168,3 +168,12 @@ def test_fix_writes_files_that_export_with_the_models_outputs(corpus: Path, tmp_
         assert len(eager) == len(program), name
         for a, b in zip(eager, program, strict=True):
             torch.testing.assert_close(b, a, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_a_strict_mode_failure_is_at_the_line_that_causes_it(corpus: Path) -> None:
+    """TorchDynamo raises from its own frames; its user stack names the line."""
+    proc = subprocess.run([sys.executable, "-m", "exportlens", "check", "--no-cache", "--format", "json", "layerdrop_strict.py"], cwd=corpus, capture_output=True, text=True, timeout=900)
+    [d] = json.loads(proc.stdout)["files"][0]["diagnostics"]
+    lines = (corpus / "layerdrop_strict.py").read_text().splitlines()
+    assert d["line"] == next(i for i, line in enumerate(lines, 1) if "random.uniform" in line), d
+    assert "strict export cannot trace" in d["message"] and "strict=False" in d["message"]
