@@ -21,6 +21,7 @@ from exportlens.core.fixes import (
     hf_cache,
     inplace,
     no_grad,
+    packed,
     pytrees,
     shape_keys,
     strict,
@@ -64,7 +65,7 @@ def _family(source: str, diagnostic: Diagnostic, result: FileResult, read: Read 
     if code == "data-dependent":
         return checks.fixes(source, diagnostic) + branches.fixes(source, diagnostic)
     if code == "export-error":
-        return shape_keys.fixes(source, diagnostic) + fake_kernel.fixes(source, diagnostic, result, read)
+        return shape_keys.fixes(source, diagnostic) + fake_kernel.fixes(source, diagnostic, result, read) + packed.fixes(source, diagnostic)
     return []
 
 
