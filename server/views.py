@@ -102,12 +102,12 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     state.result_lines = split_lines(text)
     state.result_version = version  # the results were made from this text (``_stale_open_results``)
     diagnostics.publish(server, state)
+    server.watch_dependencies()
+    state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, view))
     # Its fixes are verified in the model files that run it, at this module's lines only.
     made = [(server.pipeline.request(f, id=server.bridge.next_id(), overlays=await overlays.for_export(server, f)), r) for f, (r, _) in zip(files, got, strict=True) if r is not None]
     if server.scheduler.is_latest(state.uri, generation) and state.result is view:
         verification.start(server, state, made, only=os.path.realpath(state.path))
-    server.watch_dependencies()
-    state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, view))
 
 
 def _stale_open_results(server: Host, module: str, now: str | None, files: list[str]) -> bool:

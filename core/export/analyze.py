@@ -241,7 +241,9 @@ def message_for(code: str, facts: ErrorFacts, target: str, statement: str | None
         return (
             f"{line} a Python random number, which strict export cannot trace: TorchDynamo would make the value "
             "drawn at trace time an input of the program. Export with `strict=False` (torch's default: non-strict "
-            "export runs `forward` as Python), or draw it with a torch op (`torch.rand(())`).\n" + msg
+            "export runs `forward` as Python), or draw it with a torch op (`torch.rand(())`).\n"
+            # The number drawn changes with every run: the message must not.
+            + re.sub(r"value=[^,]*, source=", "value=..., source=", msg)
         )
     cache = _cache_type(facts.message) if code == "unsupported-type" else None
     if cache is not None:
