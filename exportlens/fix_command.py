@@ -21,7 +21,7 @@ from typing import Any
 
 from exportlens.core.fixes import Fix, apply, fixes_for
 from exportlens.core.fixes.model import TextEdit
-from exportlens.core.fixes.verified import Offered, verify
+from exportlens.core.fixes.verified import Offered, overlap, verify
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 
@@ -116,10 +116,6 @@ def chosen(found: Found, *, unsafe: bool) -> list[Fix]:
     return out
 
 
-def _overlaps(a: TextEdit, b: TextEdit) -> bool:
-    return (a.line, a.column) < (b.end_line, b.end_column) and (b.line, b.column) < (a.end_line, a.end_column) or (a.line, a.column) == (b.line, b.column)
-
-
 def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
     """Path -> (old text, new text) after applying ``fixes`` that do not touch what an
     earlier one edits (ruff's rule: one pass, the rest on the next run); how many applied."""
@@ -129,7 +125,7 @@ def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
         mine: dict[str, list[TextEdit]] = {}
         for e in fix.edits:
             mine.setdefault(os.path.realpath(e.path or ""), []).append(e)
-        if any(_overlaps(e, o) for p, es in mine.items() for e in es for o in edits.get(p, [])):
+        if any(overlap(e, o) for p, es in mine.items() for e in es for o in edits.get(p, [])):
             continue
         for p, es in mine.items():
             edits.setdefault(p, []).extend(es)

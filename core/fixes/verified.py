@@ -170,9 +170,21 @@ def _together(pending: list[_Pending], originals: dict[str, str], seen: set[tupl
     return out
 
 
+def overlap(a: TextEdit, b: TextEdit) -> bool:
+    """Whether two edits touch the same text: ranges that intersect, or an insertion
+    inside the other's range. Two insertions at one point do not (both go in)."""
+    a0, a1, b0, b1 = (a.line, a.column), (a.end_line, a.end_column), (b.line, b.column), (b.end_line, b.end_column)
+    if a0 == a1 and b0 == b1:
+        return False
+    if a0 == a1:
+        return b0 < a0 < b1
+    if b0 == b1:
+        return a0 < b0 < a1
+    return a0 < b1 and b0 < a1
+
+
 def _overlapping(edits: list[TextEdit]) -> bool:
-    ordered = sorted(edits, key=lambda e: (e.line, e.column, e.end_line, e.end_column))
-    return any((b.line, b.column) < (a.end_line, a.end_column) or (a.line, a.column) == (b.line, b.column) for a, b in zip(ordered, ordered[1:], strict=False))
+    return any(overlap(a, b) for i, a in enumerate(edits) for b in edits[i + 1 :])
 
 
 def _next(chain: _Pending, verdict: Verdict, result: FileResult, read: Read, seen: set[tuple[str, tuple[tuple[str, str], ...]]], own: str, originals: dict[str, str]) -> list[_Pending]:
