@@ -157,7 +157,11 @@ def clean_message(message: str, limit: int = 1200) -> str:
     text = "\n".join(lines).strip()
     text = re.sub(r"\n{3,}", "\n\n", text)
     if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
+        # torch's "Suggested fixes:" block ends a constraint violation; it is what the
+        # Dim fix applies (``core/fixes/dims``), so it stays whole and the rest is cut.
+        at = text.find("\nSuggested fixes:")
+        tail = text[at:] if at >= 0 and len(text) - at < limit // 2 else ""
+        text = text[: limit - 1 - len(tail)].rstrip() + "…" + tail
     return text or message.strip()[:limit]
 
 

@@ -251,3 +251,13 @@ def test_data_dependent_message_inside_a_library_names_both_lines() -> None:
     assert "`Eq(u0, 1)`" in text and "torch._check" in text
     plain = analyze.data_dependent_message("Eq(u0, 1)", statement="if x.sum() > 0:")
     assert plain.startswith("`if x.sum() > 0:` depends on the value of a tensor")
+
+
+def test_a_long_message_is_cut_before_torchs_suggested_fixes_not_through_them() -> None:
+    """The Dim fix applies the whole "Suggested fixes:" block; a cut through it loses a dim."""
+    guards = "\n".join(f"  - Not all values of a in the specified range satisfy the generated guard number {i}" for i in range(40))
+    message = f"Constraints violated (a, b)!\n{guards}\nSuggested fixes:\n  a = Dim('a', max=8)\n  b = Dim('b', max=9)"
+    cleaned = analyze.clean_message(message)
+    assert len(cleaned) <= 1200 and "…" in cleaned
+    assert cleaned.endswith("Suggested fixes:\n  a = Dim('a', max=8)\n  b = Dim('b', max=9)")
+    assert analyze.clean_message("x" * 3000) == "x" * 1199 + "…"
