@@ -7,7 +7,8 @@ own started once the diagnostics are published, so a diagnostic never waits for 
 fixes: its jobs go to the same workers as exports, one verification request at a
 time, on a thread of its own (``verify`` waits for each). A newer version of the
 document, or its close, cancels the task and kills the job it waits for, so the
-next export never queues behind a verification.
+document's next export never queues behind its verification (another file's export
+may wait for the one verification job running, about one export's time).
 
 When it is done, the document's ``fixes`` hold what was verified for that very
 result (``fixes_for``), code actions offer them (``features/actions``), and the
@@ -44,10 +45,14 @@ class _Stopped(Exception):
 
 
 def _read(server: Host, path: str) -> str | None:
-    """A user file as the editor has it, else as saved."""
-    for state in server.documents.values():
-        if os.path.realpath(state.path) == path:
-            return server.workspace.get_text_document(state.uri).source
+    """A user file as the editor has it, else as saved (from the verification's thread
+    too: a document opened or closed meanwhile makes it read the disk)."""
+    try:
+        for state in list(server.documents.values()):
+            if os.path.realpath(state.path) == path:
+                return server.workspace.get_text_document(state.uri).source
+    except (RuntimeError, KeyError):
+        pass
     try:
         with open(path, encoding="utf-8", newline="") as f:
             return f.read()
@@ -104,6 +109,8 @@ async def _verify(server: Host, state: DocumentState, shown: FileResult, pairs: 
             raise _Stopped
         call = asyncio.run_coroutine_threadsafe(server.bridge.export(request, pipeline.preload_dir(request.path), pipeline.start_method(request.path)), loop)
         waiting.add(call)
+        if stopped.is_set():  # cancelled between the check and the add: nobody else will
+            call.cancel()
         try:
             return call.result()
         except BaseException as e:  # cancelled with the task: the bridge killed the job
@@ -122,6 +129,8 @@ async def _verify(server: Host, state: DocumentState, shown: FileResult, pairs: 
                 out += verify(request, result, run, lambda p: _read(server, p), deadline_s=DEADLINE_S, next_id=server.bridge.next_id)
             except _Stopped:
                 break
+            except Exception:  # noqa: BLE001 - a bug of ours: no fixes for this file, the server goes on
+                log.exception("verifying the fixes of %s failed", request.path)
         return out
 
     try:

@@ -17,7 +17,7 @@ would (``job.export_target``), and runs the exported program
 * ``changed``: it exports, and an output differs (``detail`` says which and by how
   much): the fix is offered, never preferred, and says so;
 * ``failed``: anything else; the fixed export's diagnostics ride along, so a next fix
-  (a second ``torch._check``) can be found for them (``core/fixing``'s loop).
+  (a second ``torch._check``) can be found for them (``core/fixes/verified``'s loop).
 
 Runs in the job process (torch); the isolation (its own process, its timeout and
 memory cap) is the export's. Everything is seeded: ``torch``, ``random`` and, when
@@ -127,16 +127,24 @@ def _run(module: Any, built: Built) -> list[Any]:
 
 def _reference(built: Built) -> Reference:
     state = {k: v.detach().clone() for k, v in built.module.state_dict(keep_vars=True).items()}
+    import copy
+
+    try:
+        # Each run on a copy as built: a forward that updates its state (a running
+        # average kept in a plain attribute) must not make the second run differ.
+        first, second = copy.deepcopy(built.module), copy.deepcopy(built.module)
+    except Exception:  # noqa: BLE001 - a module that refuses a copy: one run, no randomness found
+        first, second = built.module, None
     try:
         _seed()
-        outputs = _run(built.module, built)
-        built.module.load_state_dict(state, strict=False)
-        _seed(1)
-        again = _run(built.module, built)
-        built.module.load_state_dict(state, strict=False)
-    except Exception as e:  # noqa: BLE001 - the model fails as it is: no reference
+        outputs = _run(first, built)
+        changed: set[int] = set()
+        if second is not None:
+            _seed(1)
+            again = _run(second, built)
+            changed = {i for i, (a, b) in enumerate(zip(outputs, again, strict=False)) if not _same(a, b)}
+    except Exception as e:  # noqa: BLE001 - the model fails as it is (or returns what cannot be compared): no reference
         return Reference(state, [], error=f"the model fails when run ({type(e).__name__}: {e})")
-    changed = {i for i, (a, b) in enumerate(zip(outputs, again, strict=False)) if not _same(a, b)}
     return Reference(state, outputs, changed)
 
 
@@ -170,6 +178,9 @@ def compare(reference: Reference, outputs: list[Any]) -> str:
         elif i not in reference.random and got != want:
             return f"output {i} is {got!r} where the model returns {want!r}"
     return ""
+
+
+RANDOM = "outputs that depend on random numbers compared by shape and dtype only"
 
 
 def _recorded_shapes(ep: Any, outputs: list[Any]) -> str:
@@ -235,14 +246,18 @@ def _try(request: ExportRequest, trial: Trial, reference: Reference, emit: Emit)
         started = time.perf_counter()
         result, found = export_target(candidate, loaded, sources, policy=policy, emit=emit, on_program=on_program)
         ms = (time.perf_counter() - started) * 1000
-        left = tuple(d for d in found if d.code == trial.code or d.severity == "error")
+        codes = set(trial.codes or (trial.code,))
+        left = tuple(d for d in found if d.code in codes or d.severity == "error")
         if result.status != "ok" or left or not ran:
             first = next(iter(left), None) or next(iter(found), None)
             why = f"{first.code}: {first.message.splitlines()[0]}" if first is not None else "it does not export"
             return Verdict(trial.id, "failed", why, tuple(found), ms)
         if ran[0].startswith("failed: "):
             return Verdict(trial.id, "failed", ran[0].removeprefix("failed: "), tuple(found), ms)
-        return Verdict(trial.id, "changed" if ran[0] else "kept", ran[0], (), ms)
+        if ran[0]:
+            return Verdict(trial.id, "changed", ran[0], (), ms)
+        # Kept; but where outputs are random, equal shapes prove less: said, never preferred.
+        return Verdict(trial.id, "kept", RANDOM if reference.random else "", (), ms)
     finally:
         _forget(loaded)
 
@@ -271,6 +286,9 @@ def run_trials(request: ExportRequest, emit: Emit) -> FileResult:
     _forget(original)
     verdicts = []
     for trial in request.trials:
+        # Each trial is an export of its own: its time starts now (``supervise`` restarts
+        # the job's clock at ``TargetsFound``), not at the job's start.
+        emit(TargetsFound(tuple(c.decl for c in candidates)))
         reference = references.get(trial.target) or Reference({}, [], error=failed_load)
         if reference.error:
             verdicts.append(Verdict(trial.id, "failed", reference.error))

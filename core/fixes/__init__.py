@@ -73,7 +73,7 @@ def fixes_for(source: str, diagnostic: Diagnostic, result: FileResult, read: Rea
     """The candidate fixes for ``diagnostic`` of ``result`` in ``source`` (the text the
     result was made from, of the file the diagnostic's line is in). Each fix's edits
     leave a file that still parses; whether it exports and keeps the model's outputs
-    is ``core/fixing``'s to find out."""
+    is ``core/fixes/verified``'s to find out."""
     found = _family(source, diagnostic, result, read) + strict.fixes(source, diagnostic)
     return [f for f in found if all(e.path is not None for e in f.edits) or parses(apply(source, [e for e in f.edits if e.path is None]))]
 

@@ -19,7 +19,7 @@ a guard on it fails. Three fixes, each at the user's line that fails:
   (``Eq(u0, 1)`` -> ``s == 1``), negated when it was false (``s > 0``). Offered only when
   every symbol of the guard has a name there and the guard is a comparison.
 
-Several checks may be needed, one failure at a time: ``core/fixing`` applies a fix,
+Several checks may be needed, one failure at a time: ``core/fixes/verified`` applies a fix,
 exports again, and asks for the next fix of the new diagnostic, in one bounded loop.
 Each fix is meant to keep what the model computes (preferred): a ``torch._check``
 asserts what held on the example inputs, and the exported program checks it when it
@@ -142,12 +142,20 @@ def fixes(source: str, diagnostic: Diagnostic) -> list[Fix]:
     check = check_expression(expr, result == "True", _names(diagnostic))
     if check is None or nodes.enclosing_function(parents) is None:
         return out
+    names = set(_names(diagnostic).values())
+    if isinstance(stmt, (ast.If, ast.While)) and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.test)):
+        # A branch on the value itself: asserting the way it went on the example
+        # drops the other way from the program (``branches`` rewrites it instead).
+        return out
     if isinstance(stmt, (ast.If, ast.While)) and not isinstance(parents[-1], ast.Module):
         owner = parents[-1]
         if isinstance(owner, ast.If) and stmt in owner.orelse and len(owner.orelse) == 1:
             return out  # an ``elif``: no statement can go before it
     line = source.split("\n")[stmt.lineno - 1]
     text = f"{_indent(line)}torch._check({check})\n"
-    title = f"add `torch._check({check})` before line {stmt.lineno} (it held on the example inputs)"
-    out.append(Fix(title, diagnostic, (insert_at(stmt.lineno, 1, text),), preferred=True))
+    # Pinning the value (``n == 4``) makes the program accept that one value only:
+    # offered, never preferred; a bound (``s > 0``) is what the op needs anyway.
+    pins = " == " in check
+    title = f"add `torch._check({check})` before line {stmt.lineno} (it held on the example inputs" + ("; the program then accepts this value only)" if pins else ")")
+    out.append(Fix(title, diagnostic, (insert_at(stmt.lineno, 1, text),), preferred=not pins))
     return out

@@ -68,7 +68,9 @@ def apply(source: str, edits: tuple[TextEdit, ...] | list[TextEdit]) -> str:
     def offset(line: int, column: int) -> int:
         return starts[line - 1] + column - 1
 
-    for e in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
+    # Last first, so earlier offsets hold; at one point a replacement goes before an
+    # insertion there, which then lands in front of the replacement's text.
+    for e in sorted(edits, key=lambda e: (e.line, e.column, (e.line, e.column) != (e.end_line, e.end_column)), reverse=True):
         raw = raw[: offset(e.line, e.column)] + e.new_text.encode("utf-8") + raw[offset(e.end_line, e.end_column) :]
     return raw.decode("utf-8")
 

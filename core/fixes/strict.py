@@ -7,7 +7,7 @@ it the default for that reason. The fix changes the declaration: the module glob
 ``strict = True`` becomes ``strict = False``, or the decorator's ``strict=True`` keyword
 (``@exportlens.target(..., strict=True)``) becomes ``strict=False``.
 
-Offered for every error of such a target; ``core/fixing`` exports the edited file and
+Offered for every error of such a target; ``core/fixes/verified`` exports the edited file and
 compares the program's outputs with the model's, so it is offered only where
 non-strict export succeeds, and preferred only where the outputs are the same.
 Checked with torch 2.13 on a LayerDrop that calls ``random.uniform``: strict export

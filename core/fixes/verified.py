@@ -72,7 +72,7 @@ def _edited(texts: dict[str, str], fix: Fix, file: str, read: Read) -> dict[str,
             text = read(path)
             if text is None:
                 return None
-            texts[path] = out[path] = text
+            out[path] = text
         out[path] = apply(out[path], edits)
     return out
 
@@ -97,6 +97,8 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
         return []
     originals[own] = text
     originals.update({os.path.realpath(p): t for p, t in request.overlays})
+    read = _reading_once(read, originals)
+
     pending: list[_Pending] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for d in result.diagnostics:
@@ -121,7 +123,7 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
             break
         batch, pending = pending[:MAX_TRIALS], []
         ids = {next_id(): p for p in batch}
-        trials = tuple(Trial(i, p.target, p.texts, p.code) for i, p in ids.items())
+        trials = tuple(Trial(i, p.target, p.texts, p.code, codes=tuple(dict.fromkeys(m.code for m in p.members))) for i, p in ids.items())
         answer = run(replace(request, id=next_id(), trials=trials, lower=(), keep_lowered=()))
         for verdict in answer.verdicts:
             chain = ids.get(verdict.id)
@@ -135,6 +137,21 @@ def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, 
             elif round_ + 1 < MAX_ROUNDS:
                 pending += _next(chain, verdict, result, read, seen, own, originals)
     return offered
+
+
+def _reading_once(read: Read, originals: dict[str, str]) -> Read:
+    """``read`` that keeps what it read in ``originals``: every file is read once, and
+    each fix's edits are made against the text it had then."""
+
+    def once(path: str) -> str | None:
+        if path not in originals:
+            found = read(path)
+            if found is None:
+                return None
+            originals[path] = found
+        return originals[path]
+
+    return once
 
 
 def _together(pending: list[_Pending], originals: dict[str, str], seen: set[tuple[str, tuple[tuple[str, str], ...]]]) -> list[_Pending]:
@@ -204,7 +221,9 @@ def _next(chain: _Pending, verdict: Verdict, result: FileResult, read: Read, see
             if (chain.target, changed) in seen:
                 continue
             seen.add((chain.target, changed))
-            out.append(replace(chain, titles=(*chain.titles, fix.title), preferred=chain.preferred and fix.preferred, texts=changed))
+            # One fix now, made of the chain's edits: not its members' (a together
+            # trial's), nor its first fix's alone, which would leave this one out.
+            out.append(replace(chain, titles=(*chain.titles, fix.title), preferred=chain.preferred and fix.preferred, texts=changed, edits=(), members=()))
     return out
 
 
@@ -214,7 +233,9 @@ def _offer(chain: _Pending, verdict: Verdict, originals: dict[str, str]) -> Offe
     else:
         edits = tuple(e for path, text in chain.texts for e in diff_edits(originals.get(path, ""), text, path))
     title = "; then ".join(chain.titles)
-    preferred = chain.preferred and verdict.status == "kept"
+    preferred = chain.preferred and verdict.status == "kept" and not verdict.detail
     if verdict.status == "changed":
         title = f"{title} (changes the outputs: {verdict.detail})"
+    elif verdict.detail:  # kept, with a caveat (random outputs)
+        title = f"{title} ({verdict.detail})"
     return Offered(Fix(title, chain.diagnostic, edits, preferred), verdict.status, verdict.detail)

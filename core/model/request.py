@@ -31,6 +31,8 @@ class Trial:
     texts: tuple[tuple[str, str], ...]  # (real path, text after the fix), the files it edits
     code: str  # the diagnostic the fix is for: gone once the target exports without it
     path: str | None = None  # the diagnostic's file, when not the request's
+    # Several diagnostics' fixes tried together: every one of these codes must be gone.
+    codes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,6 @@ class ExportRequest:
     # (real path, text) of the project's local modules open in the editor with unsaved
     # text: the job imports each from its text, not from the disk (``core/export/loader``).
     overlays: tuple[tuple[str, str], ...] = ()
-    # Fixes to verify instead of an export (``core/fixing``): the result carries a
+    # Fixes to verify instead of an export (``core/fixes/verified``): the result carries a
     # ``Verdict`` for each, nothing else; never looked up in or stored to the cache.
     trials: tuple[Trial, ...] = ()

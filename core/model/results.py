@@ -269,7 +269,7 @@ class FileResult:
     # invalidates this result (``exportlens.core.export.libraries``).
     libraries: tuple[str, ...] = ()
     library_states: tuple[str, ...] = ()
-    # A verification job's answers, one per ``ExportRequest.trials`` (``core/fixing``).
+    # A verification job's answers, one per ``ExportRequest.trials`` (``core/fixes/verified``).
     verdicts: tuple[Verdict, ...] = ()
 
     @property

@@ -577,3 +577,39 @@ def test_no_dim_fix_when_a_suggested_line_cannot_be_placed() -> None:
         declared = 'Dim("frames", min=2, max=64)' if "frames" in message else 'Dim("dx", min=2, max=64)'
         found = _diag(source, "constraint-violation", declared, message)
         assert _fixed(source, found) == [], why
+
+
+# ---------------------------------------------------------------- data-dependent checks
+
+BRANCH_ON_VALUE = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    class Cut(nn.Module):
+        def forward(self, x, k):
+            n = k.item()
+            if n > 3:
+                return x[:n]
+            return x
+    """
+)
+
+
+def _guard_diag(source: str, statement: str, expr: str, result: str) -> Diagnostic:
+    d = _diag(source, "data-dependent", statement, f"export cannot decide `{expr}`", "Cut")
+    return Diagnostic(d.code, d.message, d.line, d.column, d.end_line, d.end_column, d.target, facts=(("expr", expr), ("result", result), ("name:u0", "n")))
+
+
+def test_no_check_that_asserts_which_way_a_branch_on_the_value_went() -> None:
+    # torch._check(n > 3) before `if n > 3:` would drop the other branch from the program.
+    d = _guard_diag(BRANCH_ON_VALUE, "if n > 3:", "u0 > 3", "True")
+    assert [t for t, _, _ in _fixed(BRANCH_ON_VALUE, d) if "torch._check" in t] == []
+
+
+def test_a_check_that_pins_the_value_is_offered_but_not_preferred() -> None:
+    source = BRANCH_ON_VALUE.replace("        if n > 3:\n            return x[:n]\n        return x\n", "        return x.view(n, -1)\n")
+    d = _guard_diag(source, "return x.view(n, -1)", "Eq(u0, 4)", "True")
+    [(title, preferred, text)] = _fixed(source, d)
+    assert "torch._check(n == 4)" in text and "accepts this value only" in title and not preferred

@@ -118,3 +118,67 @@ def test_the_loop_is_bounded_and_failed_fixes_are_not_offered(tmp_path: Path) ->
     ids = _ids()
     assert verify(request, FileResult(request.path, diagnostics=(_guard("u0", "a"),)), run, lambda p: None, deadline_s=60, next_id=lambda: next(ids)) == []
     assert len(rounds) <= MAX_ROUNDS
+
+
+def test_an_insertion_at_the_start_of_a_replaced_range_lands_before_it() -> None:
+    from exportlens.core.fixes.model import TextEdit
+
+    edits = [TextEdit(1, 1, 1, 1, "ZZ"), TextEdit(1, 1, 1, 4, "Q")]
+    assert apply("abcdef", edits) == apply("abcdef", edits[::-1]) == "ZZQdef"
+
+
+MODULE = "import torch\n\n\ndef helper(x, k):\n    n = k.item()\n    return x[::n]\n"
+
+
+def test_a_chained_fix_in_a_module_round_one_never_read_edits_only_its_line(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+    module = tmp_path / "helpers.py"
+    module.write_text(MODULE)
+    second = Diagnostic(
+        "data-dependent", "export cannot decide `u1 <= 0`", 6, 5, 6, 19, "Hops", path=str(module),
+        facts=(("expr", "u1 <= 0"), ("result", "False"), ("name:u1", "n")),
+    )
+
+    def run(r: ExportRequest) -> FileResult:
+        verdicts = []
+        for trial in r.trials:
+            texts = dict(trial.texts)
+            if "torch._check(n > 0)" in texts.get(str(module), ""):
+                verdicts.append(Verdict(trial.id, "kept"))
+            else:
+                verdicts.append(Verdict(trial.id, "failed", "the helper's guard", (second,)))
+        return FileResult(r.path, verdicts=tuple(verdicts))
+
+    ids = _ids()
+    [offered] = verify(request, FileResult(request.path, diagnostics=(_guard("u0", "a"),)), run, lambda p: Path(p).read_text() if Path(p).exists() else None, deadline_s=60, next_id=lambda: next(ids))
+    by_file: dict[str | None, list] = {}
+    for e in offered.fix.edits:
+        by_file.setdefault(e.path, []).append(e.__class__(**{**e.__dict__, "path": None}))
+    assert apply(MODULE, by_file[str(module)]) == "import torch\n\n\ndef helper(x, k):\n    n = k.item()\n    torch._check(n > 0)\n    return x[::n]\n"
+    assert "torch._check(a > 0)" in apply(SOURCE, by_file[str(tmp_path / "hops.py")])
+
+
+def test_a_together_trial_that_needs_one_more_fix_is_offered_as_one_fix(tmp_path: Path) -> None:
+    request = _request(tmp_path)
+
+    def run(r: ExportRequest) -> FileResult:
+        verdicts = []
+        for trial in r.trials:
+            text = dict(trial.texts)[str(tmp_path / "hops.py")]
+            checks = sum(f"torch._check({n} > 0)" in text for n in ("a", "b", "c"))
+            if checks == 3:
+                verdicts.append(Verdict(trial.id, "kept"))
+            elif checks == 2:  # both first guards fixed: the export stops at a third
+                third = _guard("u2", "c", line=11)
+                verdicts.append(Verdict(trial.id, "failed", "a third guard", (third,)))
+            else:
+                verdicts.append(Verdict(trial.id, "failed", "another guard"))
+        return FileResult(r.path, verdicts=tuple(verdicts))
+
+    ids = _ids()
+    result = FileResult(request.path, diagnostics=(_guard("u0", "a"), _guard("u1", "b")))
+    source = SOURCE.replace("            return x[::a] + x[::b]\n", "            c = a + b\n            return x[::a] + x[::b] + x[::c]\n")
+    request = ExportRequest(id=1, path=request.path, source=source)
+    [offered] = verify(request, result, run, lambda p: None, deadline_s=60, next_id=lambda: next(ids))
+    fixed = apply(source, [e.__class__(**{**e.__dict__, "path": None}) for e in offered.fix.edits])
+    assert all(f"torch._check({n} > 0)" in fixed for n in ("a", "b", "c")), fixed
