@@ -432,7 +432,7 @@ def _check(
     if fixing.fix or fixing.diff or fmt == "json":
         from exportlens import fix_command
 
-        verified = fix_command.find(results, pipeline, jobs)
+        verified = fix_command.find(results, pipeline)
         if fixing.fix or fixing.diff:
             changes, applied = fix_command.fixed_texts(fix_command.chosen(verified, unsafe=fixing.unsafe))
             if fixing.diff:

@@ -16,12 +16,12 @@ import itertools
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from exportlens.core.fixes import Fix, apply, fixes_for
+from exportlens.core.fixes import Fix, apply
 from exportlens.core.fixes.model import TextEdit
-from exportlens.core.fixes.verified import Offered, overlap, verify
+from exportlens.core.fixes.verified import Offered, has_candidates, overlap, verify
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.pipeline import Pipeline
 
@@ -42,21 +42,6 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _candidates(result: FileResult) -> bool:
-    """Whether any diagnostic of ``result`` has a fix to verify (no worker otherwise)."""
-    texts: dict[str, str | None] = {}
-    for d in result.diagnostics:
-        if d.target is None:
-            continue
-        path = os.path.realpath(d.path or result.path)
-        if path not in texts:
-            texts[path] = _read(path)
-        text = texts[path]
-        if text is not None and fixes_for(text, replace(d, path=None), result, _read):
-            return True
-    return False
-
-
 @dataclass
 class Found:
     """Each diagnostic's verified fixes (by ``diagnostic_key``)."""
@@ -67,17 +52,18 @@ class Found:
         return self.fixes.get(diagnostic_key(d, result_path), [])
 
 
-def find(results: Iterable[FileResult], pipeline: Pipeline, jobs: int | None = None) -> Found:
+def find(results: Iterable[FileResult], pipeline: Pipeline) -> Found:
     """The verified fixes of every declaring file's diagnostics; a worker pool starts
     only when some diagnostic has a candidate."""
-    wanted = [r for r in results if r.targets and _candidates(r)]
+    wanted = [r for r in results if r.targets and has_candidates(r, _read)]
     found = Found({})
     if not wanted:
         return found
     from exportlens.core.isolation.pool import WorkerPool
 
     method = pipeline.start_method(wanted[0].path)
-    with WorkerPool(jobs=max(1, min(jobs or os.cpu_count() or 1, len(wanted))), start_method=method) as pool:
+    # One worker: ``verify`` waits for each job, file after file (a second would only import torch).
+    with WorkerPool(jobs=1, start_method=method) as pool:
 
         def run(request: Any) -> FileResult:
             return next(iter(pool.run([request])))

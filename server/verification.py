@@ -25,8 +25,7 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from exportlens.core.fixes import fixes_for
-from exportlens.core.fixes.verified import Offered, verify
+from exportlens.core.fixes.verified import Offered, has_candidates, verify
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 
@@ -60,22 +59,6 @@ def _read(server: Host, path: str) -> str | None:
         return None
 
 
-def _has_candidates(server: Host, result: FileResult, only: str | None) -> bool:
-    from dataclasses import replace
-
-    for d in result.diagnostics:
-        path = os.path.realpath(d.path or result.path)
-        if d.target is None or (only is not None and path != only):
-            continue
-        text = _read(server, path)
-        try:
-            if text is not None and fixes_for(text, replace(d, path=None), result, lambda p: _read(server, p)):
-                return True
-        except Exception:  # noqa: BLE001 - a fix that cannot be computed is not offered
-            log.exception("computing fixes for %r failed", d)
-    return False
-
-
 def start(server: Host, state: DocumentState, pairs: list[tuple[ExportRequest, FileResult]], only: str | None = None) -> None:
     """Verify the fixes of ``pairs`` (each a declaring file's request and the result it
     made) for ``state``'s current result; ``only``: the diagnostics in that file alone
@@ -85,7 +68,7 @@ def start(server: Host, state: DocumentState, pairs: list[tuple[ExportRequest, F
     state.fixes, state.fixes_for = [], shown
     if shown is None:
         return
-    wanted = [(r, res) for r, res in pairs if _has_candidates(server, res, only)]
+    wanted = [(r, res) for r, res in pairs if has_candidates(res, lambda p: _read(server, p), only)]
     if not wanted:
         _done(server, state, [])  # nothing to verify: the client knows at once
         return

@@ -19,6 +19,7 @@ Torch-free: the jobs run elsewhere, this only decides what to try next.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from exportlens.core.fixes import fixes_for
 from exportlens.core.fixes.model import Fix, TextEdit, apply, diff_edits
 from exportlens.core.model.request import ExportRequest, Trial
 from exportlens.core.model.results import Diagnostic, FileResult, Verdict
+
+log = logging.getLogger(__name__)
 
 MAX_ROUNDS = 4  # one fix and up to three follow-ups of the same code
 MAX_TRIALS = 32  # per round: a file with more diagnostics gets the first ones' fixes
@@ -85,6 +88,22 @@ def _proposals(result: FileResult, d: Diagnostic, texts: dict[str, str], read: R
             return []
         texts[file] = text
     return fixes_for(texts[file], replace(d, path=None), result, read)
+
+
+def has_candidates(result: FileResult, read: Read, only: str | None = None) -> bool:
+    """Whether some diagnostic of ``result`` (in the file ``only``, when given) has a
+    fix to verify: a front end starts a verification only then."""
+    for d in result.diagnostics:
+        path = os.path.realpath(d.path or result.path)
+        if d.target is None or (only is not None and path != only):
+            continue
+        text = read(path)
+        try:
+            if text is not None and fixes_for(text, replace(d, path=None), result, read):
+                return True
+        except Exception:  # noqa: BLE001 - a fix that cannot be computed is not offered
+            log.exception("computing fixes for %r failed", d)
+    return False
 
 
 def verify(request: ExportRequest, result: FileResult, run: Run, read: Read, *, deadline_s: float, next_id: Callable[[], int]) -> list[Offered]:
