@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from exportlens.core.export.weights import CRASHED_FAKE, retry_after_crash, with_real_weights
-from exportlens.core.isolation.failure import Failure, failure_diagnostic
+from exportlens.core.isolation.failure import Failure, failure_diagnostic, lowering_failure
 from exportlens.core.isolation.pipes import OUTPUT_TAIL, Tail
 from exportlens.core.isolation.supervise import Attempt
 from exportlens.core.model.request import ExportRequest
@@ -126,7 +126,16 @@ def _attempts(request: ExportRequest, run_child: RunChild) -> tuple[FileResult, 
             merged.targets[finished.name] = finished
             merged.diagnostics.extend(found)
             skip.append(finished.name)
-        if attempt.failure == "worker-crash" and retry_after_crash(request):
+        current = attempt.current
+        exported = attempt.exported.get(current) if current is not None else None
+        if current is not None and exported is not None and current not in skip:
+            # It died lowering a target it had exported: the export stands, the lowering says why.
+            failure = Failure(attempt.failure or "worker-crash", current, attempt.detail, attempt.dump, tail.text())
+            result, found = lowering_failure(request, failure, exported, attempt.lowering.get(current))
+            merged.targets[result.name] = result
+            merged.diagnostics.extend(found)
+            skip.append(result.name)
+        elif attempt.failure == "worker-crash" and retry_after_crash(request):
             crashed.append(Fallback(attempt.current, CRASHED_FAKE))
             if attempt.current is None or attempt.current in skip:
                 return _finish(request, merged, FileResult(path=request.path, fallbacks=(Fallback(None, CRASHED_FAKE),)), tail, started), list(merged.decls or ())

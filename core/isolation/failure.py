@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from exportlens.core.export.weights import real_weights_note
+from exportlens.core.model.events import LoweringState
+from exportlens.core.model.lowering import TITLES, Lowering
 from exportlens.core.model.request import ExportRequest
-from exportlens.core.model.results import Diagnostic, TargetDecl
+from exportlens.core.model.results import Diagnostic, TargetDecl, TargetResult
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,44 @@ def failure_diagnostic(request: ExportRequest, failure: Failure, decl: TargetDec
     line = line or (decl.line if decl else 1)
     # Only a failure inside a target belongs to it; before its ``TargetBegins`` it is file-level.
     return Diagnostic(code=failure.code, message=message, line=line, target=name)
+
+
+def lowering_failure(
+    request: ExportRequest,
+    failure: Failure,
+    exported: tuple[TargetResult, list[Diagnostic]],
+    state: LoweringState | None,
+) -> tuple[TargetResult, list[Diagnostic]]:
+    """A job that died while lowering a target it had exported: the export's result as
+    the job sent it (``TargetExported``), the lowerings it finished, the one in progress
+    an ``error`` that says what stopped it, and a ``lowering/<format>-error`` where the
+    job said the step in progress stands (``LoweringState.pending``)."""
+    result, found = exported
+    if state is None or not state.lowerings:
+        format = request.lower[0] if request.lower else "onnx"
+        state = LoweringState(result.name, (Lowering(format, "error"),))
+    *finished, current = state.lowerings
+    title = TITLES.get(current.format, current.format)
+    limits = request.limits
+    if failure.code == "timeout":
+        cause = f"took longer than the {limits.timeout_s:g} s a target may take (limit: --timeout, `timeout`), and was stopped"
+    elif failure.code == "out-of-memory":
+        cause = f"went over the job's memory cap ({limits.memory_mb} MB resident; limit: --memory-mb, `memory_mb`), and was stopped"
+    else:
+        cause = f"ended the export process {failure.detail}".rstrip()
+    doing = state.pending.message if state.pending is not None else f"while lowering to {title}"
+    message = f"lowering to {title} {cause} {doing}. The export itself is fine: the target exported, and its signature and diagnostics stand"
+    output = failure.output.strip()
+    if output and failure.code == "worker-crash":
+        message += "\nlast output:\n" + "\n".join(output.splitlines()[-8:])
+    code = f"lowering/{current.format}-error"
+    located = locate(failure.dump, request)
+    if state.pending is not None and (state.decided or located is None):
+        diagnostic = replace(state.pending, code=code, message=message, level=None)
+    else:
+        diagnostic = Diagnostic(code=code, message=message, line=located or result.line, target=result.name)
+    stopped = replace(current, status="error", errors=(*current.errors, message.split("\n", 1)[0]))
+    return replace(result, lowerings=(*finished, stopped)), [*found, *state.diagnostics, diagnostic]
 
 
 def signal_text(sig: int) -> str:

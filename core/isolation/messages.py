@@ -36,6 +36,9 @@ job process -> zygote (a pipe per job)
     ``TargetBegins``  before each target's export: a crash or hang from here on is
                       this target's, and its timeout starts now
     ``Phase``         the file's or the target's next step (for progress)
+    ``TargetExported`` a target exported and is lowered next: its result, final
+                      now (kept if the job dies while lowering)
+    ``LoweringState`` how far its lowering came, and what to say if it dies there
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
     ``Imported``      before its result: the library modules it imported (for the
                       worker to preload) and the preloaded libraries the model used
@@ -53,7 +56,7 @@ from typing import Any, BinaryIO, ClassVar, Union
 
 import msgpack
 
-from exportlens.core.model.events import Phase, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.model.events import LoweringState, Phase, TargetBegins, TargetDone, TargetExported, TargetsFound
 from exportlens.core.model.plain import WireError, from_plain, to_plain
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
@@ -199,14 +202,38 @@ class Taught:
 
 ToWorker = Union[Export, Cancel, Exit]
 FromWorker = Union[WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring]
-FromJob = Union[StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult, Taught]
+FromJob = Union[
+    StandbyWarm,
+    TargetsFound,
+    TargetBegins,
+    Phase,
+    TargetExported,
+    LoweringState,
+    TargetDone,
+    Imported,
+    FakeCache,
+    JobResult,
+    Taught,
+]
 Message = Union[ToWorker, FromWorker, FromJob]
 
 _BY_TAG: dict[str, type[Any]] = {
     cls.TAG: cls
     for cls in (
         *(Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring),
-        *(StandbyWarm, TargetsFound, TargetBegins, Phase, TargetDone, Imported, FakeCache, JobResult, Taught),
+        *(
+            StandbyWarm,
+            TargetsFound,
+            TargetBegins,
+            Phase,
+            TargetExported,
+            LoweringState,
+            TargetDone,
+            Imported,
+            FakeCache,
+            JobResult,
+            Taught,
+        ),
     )
 }
 

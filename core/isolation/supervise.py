@@ -23,6 +23,7 @@ from exportlens.core.isolation.messages import (
     FromWorker,
     Imported,
     JobResult,
+    LoweringState,
     Message,
     MessageError,
     Phase,
@@ -30,6 +31,7 @@ from exportlens.core.isolation.messages import (
     StandbyWarm,
     TargetBegins,
     TargetDone,
+    TargetExported,
     TargetsFound,
     Taught,
     ToWorker,
@@ -59,6 +61,10 @@ class Attempt:
     cancelled: bool = False
     # Targets the job finished before it died: (result, its diagnostics).
     done: list[tuple[TargetResult, list[Diagnostic]]] = field(default_factory=list)
+    # Targets exported and being lowered: their final export result (``TargetExported``),
+    # and how far their lowering came (``LoweringState``): a death while lowering keeps both.
+    exported: dict[str, tuple[TargetResult, list[Diagnostic]]] = field(default_factory=dict)
+    lowering: dict[str, LoweringState] = field(default_factory=dict)
     imported: Imported | None = None  # the library modules it imported (``preload``)
     fake_cache: bytes = b""  # the fake-tensor cache entries it added (``fakecache``)
     # Its event stream, read so far: the lessons that follow its result are read on
@@ -237,6 +243,12 @@ def on_event(
         return False
     if isinstance(message, TargetDone):
         attempt.done.append((message.target, list(message.diagnostics)))
+        attempt.exported.pop(message.target.name, None)
+        attempt.lowering.pop(message.target.name, None)
+    elif isinstance(message, TargetExported):
+        attempt.exported[message.target.name] = (message.target, list(message.diagnostics))
+    elif isinstance(message, LoweringState):
+        attempt.lowering[message.target] = message
     elif isinstance(message, Imported):
         attempt.imported = message
     elif isinstance(message, FakeCache):

@@ -12,6 +12,7 @@ import pytest
 from exportlens.core.isolation import messages as m
 from exportlens.core.isolation.supervise import Attempt, on_event
 from exportlens.core.isolation.zygote import Zygote
+from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, TargetResult
 from exportlens.core.model.signature import SourceLine
@@ -39,6 +40,14 @@ EVERY_MESSAGE: list[m.Message] = [
     m.TargetBegins("A"),
     m.Phase("A", "lowering: onnx"),
     m.TargetDone(TargetResult("A", 2, "ok", export_ms=1.5), (Diagnostic.at("mutation/buffer", "m", SourceLine(4, 9, 4, 20), "A"),)),
+    m.TargetExported(TargetResult("A", 2, "ok", export_ms=1.5), (Diagnostic.at("mutation/buffer", "m", SourceLine(4, 9, 4, 20), "A"),)),
+    m.LoweringState(
+        "A",
+        (Lowering("onnx", "ok"), Lowering("executorch", "error", planned_memory_bytes=1 << 30, workspace_bytes=1 << 33, memory_dims="`h` up to 1024")),
+        (Diagnostic.at("lowering/executorch-not-delegated", "n", SourceLine(5), "A"),),
+        Diagnostic.at("lowering/executorch-error", "while running", SourceLine(12, 9), "A"),
+        True,
+    ),
     m.JobResult(RESULT),
     m.Taught(),
 ]
@@ -57,7 +66,7 @@ def test_every_message_survives_a_frame(message: m.Message) -> None:
 
 def test_tags_are_unique_and_every_message_class_is_decodable() -> None:
     classes = {type(x) for x in EVERY_MESSAGE}
-    assert len({c.TAG for c in classes}) == len(classes) == 14
+    assert len({c.TAG for c in classes}) == len(classes) == 16
 
 
 def test_frames_arrive_in_pieces_and_together() -> None:
