@@ -17,11 +17,14 @@ and, in a fresh interpreter, what importing ExecuTorch costs on top of torch (ea
 job is a fresh fork of a worker that has not imported it).
 
 Memory, for pytorch/examples' super-resolution net (four convolutions and a
-``PixelShuffle``, input ``[2, 1, 32, 32]``, declared without ``.eval()``): the peak
-resident memory of a fresh interpreter that lowers it by hand (``export``,
+``PixelShuffle``, input ``[2, 1, 32, 32]``, declared without ``.eval()``), with static
+shapes and with dynamic ones (batch up to 8 and 256 pixels a side; batch up to 32 and
+1024 pixels a side, the shapes its users want): the peak resident memory and time of
+a fresh interpreter that lowers it by hand (``export``,
 ``to_edge_transform_and_lower(..., XnnpackPartitioner())``, ``to_executorch()``, the
 runtime's load and run) against one that runs exportlens's job on the same file with
-``lower=("executorch",)`` (the export, its checks, the lowering, the comparison).
+``lower=("executorch",)`` (the export, its checks, the lowering, the comparison), and
+the memory plan each finds.
 
 Prints each median and the ratio to its baseline.
 
@@ -254,50 +257,79 @@ model = Net()
 example_args = (torch.randn(2, 1, 32, 32),)
 """
 
+# The dynamic shapes its users want (any batch up to 32, 8 to 1024 pixels a side), and
+# a smaller range whose program fits the job's memory cap.
+DYNAMIC = """
+from torch.export import Dim
+dynamic_shapes = ({0: Dim("batch", max=%d), 2: Dim("height", min=8, max=%d), 3: Dim("width", min=8, max=%d)},)
+"""
+
 _PLAIN_EXECUTORCH = """
-import resource, runpy, sys, warnings
+import resource, runpy, sys, time, warnings
 warnings.filterwarnings("ignore")
+started = time.perf_counter()
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import to_edge_transform_and_lower
 from executorch.runtime import Runtime
 spec = runpy.run_path(sys.argv[1])
-ep = torch.export.export(spec["model"], spec["example_args"])
+ep = torch.export.export(spec["model"], spec["example_args"], dynamic_shapes=spec.get("dynamic_shapes"))
 program = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+plan = sum(program.executorch_program.execution_plan[0].non_const_buffer_sizes)
 method = Runtime.get().load_program(bytes(program.buffer)).load_method("forward")
 method.execute(list(spec["example_args"]))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+print(plan, time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 _EXPORTLENS_JOB = """
-import resource, sys, warnings
+import resource, sys, time, warnings
 warnings.filterwarnings("ignore")
+started = time.perf_counter()
 from exportlens.core.export.job import default_request, run_job
 result = run_job(default_request(sys.argv[1], root=sys.argv[2], lower=("executorch",)), lambda event: None)
 [target] = result.targets
 [lowering] = target.lowerings
-assert lowering.status in ("ok", "mismatch"), lowering
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+assert target.status == "ok" and lowering.status in ("ok", "mismatch", "not-run"), lowering
+print(lowering.planned_memory_bytes, lowering.needed_bytes, lowering.run_peak_bytes or 0, lowering.status,
+      time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
 
 def main_memory(repeats: int = 3) -> None:
-    """Peak resident memory (MB) of lowering the super-resolution net to ExecuTorch."""
+    """Peak resident memory (MB) and time of lowering the super-resolution net to
+    ExecuTorch: by hand (export, lower, build, load, run) against exportlens's job
+    (the export, its checks, the lowering, the comparison), with static shapes and
+    with two ranges of dynamic ones. With the widest, ExecuTorch's own run peaks at
+    ~9 GB; exportlens says so from the plan and its estimate and does not run it
+    (its job's cap is 8192 MB). Printed: ExecuTorch's plan and exportlens's (equal),
+    exportlens's estimate of what the run needs and the run's measured peak over the
+    job's resident memory (when run), each process's peak, time, and the ratios."""
     import subprocess
 
-    print(f"{'model':<18} {'plain executorch MB':>20} {'exportlens job MB':>18} {'ratio':>6}")
+    rows = [("static 2x1x32x32", ""), ("dynamic <=8x256^2", DYNAMIC % (8, 256, 256)), ("dynamic <=32x1024^2", DYNAMIC % (32, 1024, 1024))]
+    print(f"{'model':<22} {'ET plan MB':>10} {'our plan MB':>11} {'needs MB':>9} {'run MB':>7} {'status':>8} {'ET peak MB':>10} {'our peak MB':>11} {'ratio':>6} {'ET s':>6} {'our s':>6} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "super_resolution.py"
-        path.write_text(SUPER_RESOLUTION)
+        for name, shapes in rows:
+            path = Path(tmp) / "super_resolution.py"
+            path.write_text(SUPER_RESOLUTION + shapes)
+            # ExecuTorch's own run of the widest range takes ~9 GB and half a minute: once.
+            times = 1 if "1024" in name else repeats
 
-        def peak(code: str, *args: str) -> float:
-            runs = [float(subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.split()[-1]) for _ in range(repeats)]
-            return statistics.median(runs)
+            def runs(code: str, *args: str) -> list[list[str]]:
+                return [subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout.split()[-6:] for _ in range(times)]
 
-        plain = peak(_PLAIN_EXECUTORCH, str(path))
-        ours = peak(_EXPORTLENS_JOB, str(path), tmp)
-        print(f"{'super_resolution':<18} {plain:>20.0f} {ours:>18.0f} {ours / plain:>6.2f}")
-    sys.stdout.flush()
+            plain = runs(_PLAIN_EXECUTORCH, str(path))
+            ours = runs(_EXPORTLENS_JOB, str(path), tmp)
+            et_plan = int(plain[0][-3])
+            et_s, et_mb = statistics.median(float(r[-2]) for r in plain), statistics.median(float(r[-1]) for r in plain)
+            our_plan, needs, ran, status = int(ours[0][0]), int(ours[0][1]), int(ours[0][2]), ours[0][3]
+            our_s, our_mb = statistics.median(float(r[4]) for r in ours), statistics.median(float(r[5]) for r in ours)
+            mb = 1 << 20
+            print(
+                f"{name:<22} {et_plan / mb:>10.1f} {our_plan / mb:>11.1f} {needs / mb:>9.0f} {ran / mb:>7.0f} {status:>8} "
+                f"{et_mb:>10.0f} {our_mb:>11.0f} {our_mb / et_mb:>6.2f} {et_s:>6.1f} {our_s:>6.1f} {our_s / et_s:>6.2f}"
+            )
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":

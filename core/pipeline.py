@@ -72,6 +72,7 @@ class Overrides:
     keep_lowered: tuple[str, ...] = ()  # --save-onnx, --save-pte: the formats whose lowered programs' bytes the results carry
     weights: str | None = None  # --weights, or the editor's weights: "auto" or "real"
     start_method: str | None = None  # --start-method, or the editor's startMethod: "auto", "fork" or "spawn"
+    memory_budget: int | None = None  # --memory-budget: the most memory a lowered program may need, bytes
 
 
 def limits_for(project: ProjectSettings, overrides: Overrides) -> tuple[Limits, bool]:
@@ -201,6 +202,9 @@ class Pipeline:
             id=id, path=path, source=source, root=root_of(path), limits=limits, strict_default=strict,
             lower=tuple(lower), keep_lowered=tuple(f for f in self.overrides.keep_lowered if f in lower), weights=str(weights),
             overlays=tuple(sorted(overlays)),
+            memory_budget=self.overrides.memory_budget
+            if self.overrides.memory_budget is not None
+            else project.memory_budget,
         )
 
     def cache_dir(self, path: str) -> Path:

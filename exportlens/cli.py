@@ -206,8 +206,35 @@ def _lower_options(parser: argparse.ArgumentParser) -> None:
         "executorch lowers it to the edge dialect with the XNNPACK delegate, builds the .pte, runs it in ExecuTorch's runtime and compares with eager (needs exportlens[executorch]); "
         "none turns it off (default: pyproject's [tool.exportlens] lower, else none)",
     )
-    parser.add_argument("--save-onnx", default=None, metavar="DIR", help="write each target's ONNX model to DIR as <module>.<target>.onnx (implies --lower onnx)")
-    parser.add_argument("--save-pte", default=None, metavar="DIR", help="write each target's ExecuTorch program to DIR as <module>.<target>.pte (implies --lower executorch)")
+    parser.add_argument(
+        "--save-onnx",
+        default=None,
+        metavar="DIR",
+        help="write each target's ONNX model to DIR as <module>.<target>.onnx (implies --lower onnx)",
+    )
+    parser.add_argument(
+        "--save-pte",
+        default=None,
+        metavar="DIR",
+        help="write each target's ExecuTorch program to DIR as <module>.<target>.pte (implies --lower executorch)",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="the most memory a target's ExecuTorch program may need to run (its memory plan and XNNPACK's workspace at the Dims' maxima), e.g. '512 MB': "
+        "more is a lowering/executorch-over-budget error (default: the target's memory_budget, else pyproject's [tool.exportlens] memory_budget, else none)",
+    )
+
+
+def _size(text: str) -> int:
+    from exportlens.core.model.lowering import parse_size
+
+    size = parse_size(text.strip() if not text.strip().isdigit() else int(text))
+    if size is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as '512 MB' or '2 GB'")
+    return size
 
 
 # The flag that saves each format's programs, and the format it implies.
@@ -223,7 +250,9 @@ def _with_lowering(overrides: Overrides, args: argparse.Namespace) -> Overrides:
     lower, saves = getattr(args, "lower", None), _saves(args)
     if saves:
         lower = tuple(dict.fromkeys((*(lower or ()), *saves)))
-    return dataclasses.replace(overrides, lower=lower, keep_lowered=tuple(saves))
+    return dataclasses.replace(
+        overrides, lower=lower, keep_lowered=tuple(saves), memory_budget=getattr(args, "memory_budget", None)
+    )
 
 
 def _save_programs(results: list[Any], saves: dict[str, str]) -> bool:

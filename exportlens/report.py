@@ -144,6 +144,10 @@ def lowering_json(lowering: Lowering) -> dict[str, Any]:
             "fallback_ops": list(lowering.fallback_ops),
             "pte_bytes": lowering.pte_bytes,
             "planned_memory_bytes": lowering.planned_memory_bytes,
+            "workspace_bytes": lowering.workspace_bytes,
+            "memory_dims": lowering.memory_dims or None,
+            "run_peak_bytes": lowering.run_peak_bytes,
+            "budget_bytes": lowering.budget_bytes,
         }
     out |= {"errors": list(lowering.errors), "skipped": lowering.skipped or None}
     out |= {

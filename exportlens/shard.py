@@ -244,7 +244,15 @@ def report_block(shard: Shard, assignment: dict[str, int], *, folder: str, commi
 
 def _settings(pipeline: Pipeline, path: str) -> list[Any]:
     request = pipeline.request(path, id=0)
-    return [request.limits.timeout_s, request.limits.memory_mb, request.strict_default, list(request.lower), list(request.keep_lowered), request.weights]
+    return [
+        request.limits.timeout_s,
+        request.limits.memory_mb,
+        request.strict_default,
+        list(request.lower),
+        list(request.keep_lowered),
+        request.weights,
+        request.memory_budget,
+    ]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ def target(
     dynamic_shapes: Any = None,
     strict: bool = False,
     name: str | None = None,
+    memory_budget: int | str | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -40,14 +41,17 @@ def target(
     dynamic_shapes: Any = None,
     strict: bool = False,
     name: str | None = None,
+    memory_budget: int | str | None = None,
 ) -> Any:
     """Declare a model for exportlens to export.
 
     On an ``nn.Module`` subclass constructed with no arguments, ``example_args`` is a
     tuple or a zero-argument callable returning one. On a zero-argument function, the
-    function returns ``(module, args)`` or ``(module, args, kwargs)``.
+    function returns ``(module, args)`` or ``(module, args, kwargs)``. ``memory_budget``
+    (``"512 MB"``, or bytes): the most memory its lowered ExecuTorch program may need
+    to run; more is a ``lowering/executorch-over-budget`` error.
     """
-    options = TargetOptions(example_args, example_kwargs, dynamic_shapes, strict, name)
+    options = TargetOptions(example_args, example_kwargs, dynamic_shapes, strict, name, memory_budget)
 
     def mark(o: F) -> F:
         if not callable(o):

@@ -169,7 +169,11 @@ def _first_key(request: ExportRequest, source: bytes) -> str:
         os.environ.get("EXPORTLENS_FAKE_MIN_BYTES", ""),
         # Lowering: the formats, whether the model's bytes ride along, and the
         # converter's and runtime's versions (installing the extra changes the answer).
-        *([list(request.lower), list(request.keep_lowered), lowering_versions(request.lower)] if request.lower else []),
+        *(
+            [list(request.lower), list(request.keep_lowered), lowering_versions(request.lower), request.memory_budget]
+            if request.lower
+            else []
+        ),
     ]
     h = hashlib.sha256(json.dumps(settings, sort_keys=True, default=repr).encode())
     h.update(source)

@@ -52,7 +52,7 @@ def diagnose_failure(
 
     if shapes_spec.malformed(facts):
         # torch's own check, before tracing: no user frame; the declaration is the line.
-        declared = shapes_spec.declaration(index, _extent(candidate, index)) or candidate.where
+        declared = shapes_spec.declaration(index, target_extent(candidate, index)) or candidate.where
         return [Diagnostic.at(code, analyze.message_for(code, facts, name), declared, name)]
     if code == "data-dependent":
         collected = _data_dependent(built, sources, name, policy)
@@ -62,7 +62,7 @@ def diagnose_failure(
         outside = _example_outside_its_range(failure, built, candidate, index)
         if outside:
             return outside
-        where, related = analyze.constraint_location(facts, index, path, sources, _extent(candidate, index))
+        where, related = analyze.constraint_location(facts, index, path, sources, target_extent(candidate, index))
         related = _specialisations(built, sources) + tuple(r for r in related if not r.message.startswith("the code"))
         if where is None and related:
             where = statement_at(sources.index(related[0].path), related[0].line)
@@ -114,7 +114,7 @@ def _example_outside_its_range(failure: BaseException, built: Built, candidate: 
     """``2 not in range [4, 64]``: at the ``Dim`` whose range the example misses (see
     ``dim_ranges``); nothing when the message is another violation."""
     found = dim_ranges.outside(built.module, built.args, built.kwargs, built.dynamic_shapes, str(failure))
-    return dim_ranges.diagnose(found, candidate, index, _extent(candidate, index)) if found else []
+    return dim_ranges.diagnose(found, candidate, index, target_extent(candidate, index)) if found else []
 
 
 def _eager_failure(error: BaseException, candidate: Candidate, loaded: Loaded, sources: Sources) -> Diagnostic:
@@ -149,7 +149,7 @@ def _library_frame(frames: tuple[Frame, ...], mine: Frame | None, sources: Sourc
     return None
 
 
-def _extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
+def target_extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] | None:
     """The lines of the target's declaration, decorators included: where its own
     ``Dim``s are (None for the module-globals form, whose ``Dim``s are the file's)."""
     if candidate.decl.form == "globals":

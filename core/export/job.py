@@ -39,7 +39,15 @@ from exportlens.core.export.loader import (
 )
 from exportlens.core.export.targets import Built, Candidate, TargetError, discover
 from exportlens.core.export.weights import Policy, RealWeightsNeeded, annotate, fallbacks
-from exportlens.core.model.events import JobEvent, Phase, TargetBegins, TargetDone, TargetsFound
+from exportlens.core.model.events import (
+    JobEvent,
+    LoweringState,
+    Phase,
+    TargetBegins,
+    TargetDone,
+    TargetExported,
+    TargetsFound,
+)
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Related, TargetResult
 from exportlens.core.model.signature import SourceLine
@@ -98,15 +106,28 @@ def _run(request: ExportRequest, emit: Emit, recorder: deps.Recorder) -> FileRes
             if candidate.decl.name in request.skip:
                 continue
             emit(TargetBegins(candidate.decl.name))
+
+            def finish(found: list[Diagnostic] | tuple[Diagnostic, ...], candidate: Candidate = candidate) -> list[Diagnostic]:
+                return [_back_to_target(complete_range(d, sources.index(d.path or loaded.path)), candidate, loaded.path) for d in found]
+
+            def target_emit(event: JobEvent, finish: Callable[..., list[Diagnostic]] = finish) -> None:
+                # What the worker keeps if the job dies while lowering is said as TargetDone says it.
+                if isinstance(event, TargetExported):
+                    event = replace(event, diagnostics=tuple(finish(event.diagnostics)))
+                elif isinstance(event, LoweringState):
+                    pending = finish([event.pending])[0] if event.pending is not None else None
+                    event = replace(event, diagnostics=tuple(finish(event.diagnostics)), pending=pending)
+                emit(event)
+
             try:
-                result, found = export_target(candidate, loaded, sources, lower=request.lower, keep_lowered=request.keep_lowered, policy=policy, emit=emit)
+                result, found = export_target(candidate, loaded, sources, lower=request.lower, keep_lowered=request.keep_lowered, policy=policy, emit=target_emit, memory_budget=request.memory_budget)
             except RealWeightsNeeded as e:  # the worker runs it again with real weights
                 needed[candidate.decl.name] = e.reason
                 continue
             except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the other targets
                 result = TargetResult(candidate.decl.name, candidate.decl.line, "error")
                 found = [Diagnostic.at("export-error", f"exportlens failed to analyse this target ({type(e).__name__}: {e}); please report it", candidate.where, candidate.decl.name)]
-            found = [_back_to_target(complete_range(d, sources.index(d.path or loaded.path)), candidate, loaded.path) for d in found]
+            found = finish(found)
             emit(TargetDone(result, tuple(found)))
             results.append(result)
             diagnostics.extend(found)
@@ -199,11 +220,13 @@ def export_target(
     policy: Policy | None = None,
     emit: Emit | None = None,
     on_program: Callable[[Any, Built], None] | None = None,
+    memory_budget: int | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
     """Build, export and analyse one target. Raises ``RealWeightsNeeded`` when the
     policy wants it run again with real weights. ``on_program`` sees the exported
     program and what it was made from, when the export succeeded (a fix's
-    verification runs it, ``core/export/verify``)."""
+    verification runs it, ``core/export/verify``). ``memory_budget``: the project's
+    budget for the memory a lowered program needs, in bytes (a target's own wins)."""
     import torch
 
     sources = sources or sources_of(loaded)
@@ -285,7 +308,15 @@ def export_target(
         if why:
             built.weights_note = policy.require_values(built, why) or ""
             result = replace(result, weights_note=built.weights_note or weights_note)
-        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded, sources, phase, in_training)
+        if emit is not None:  # final now: a job that dies while lowering keeps it (``core/isolation/attempts``)
+            emit(TargetExported(result, tuple(found)))
+
+        def state(lowerings: tuple[Any, ...], more: list[Diagnostic], pending: Diagnostic | None, decided: bool) -> None:
+            if emit is not None:
+                emit(LoweringState(name, lowerings, tuple(more), pending, decided))
+
+        budget = built.memory_budget if built.memory_budget is not None else memory_budget
+        return lower_target(lower, keep_lowered, result, found, ep, built, candidate, loaded, sources, phase, in_training, state, policy.memory_mb, budget)
     return result, found
 
 

@@ -22,6 +22,7 @@ class TargetOptions:
     dynamic_shapes: Any = None
     strict: bool = False
     name: str | None = None
+    memory_budget: Any = None  # "512 MB" or bytes: the most memory its lowered program may need
 
 
 # Every decorated object, in definition order: (object, options). The job clears it

@@ -16,6 +16,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from exportlens.core.model.lowering import parse_size
 from exportlens.core.model.results import TargetDecl
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.sourcemap import SourceIndex
@@ -40,6 +41,9 @@ class Built:
     # "real", or "fake" when large ones were built without (``core/export/weights``).
     weights: str = "real"
     weights_note: str = ""  # why values are not available where a step wanted them
+    # The most memory its lowered program may need to run, bytes: the target's own
+    # ``memory_budget`` (it wins over the project's); None: the project's, if any.
+    memory_budget: int | None = None
 
 
 @dataclass
@@ -98,22 +102,39 @@ def _function_where(fn: Any, index: SourceIndex) -> SourceLine | None:
     return info.where if info else None
 
 
-def _from_factory(fn: Callable[[], Any], what: str, dynamic_shapes: Any = None, strict: bool = False) -> Built:
+def _budget(value: Any, what: str) -> int | None:
+    """A target's ``memory_budget`` (``"512 MB"``, or bytes) as bytes; None when unset."""
+    if value is None:
+        return None
+    size = parse_size(value)
+    if size is None:
+        raise TargetError(f'{what} = {value!r} is not a size such as "512 MB" or "2 GB"')
+    return size
+
+
+def _with_budget(built: Built, value: Any, what: str) -> Built:
+    built.memory_budget = _budget(value, what)
+    return built
+
+
+def _from_factory(
+    fn: Callable[[], Any], what: str, dynamic_shapes: Any = None, strict: bool = False, budget: Any = None
+) -> Built:
     result = fn()
     if isinstance(result, dict):
-        return _from_declaration(result, what, dynamic_shapes, strict)
+        return _from_declaration(result, what, dynamic_shapes, strict, budget)
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise TargetError(f"{what} must return (module, args), (module, args, kwargs) or a dict of the module globals' names, not {type(result).__name__}")
     module = _check_module(result[0], f"the module {what} returns")
     args = _check_args(result[1], f"the args {what} returns")
     kwargs = _check_kwargs(result[2] if len(result) == 3 else None, f"the kwargs {what} returns")
-    return Built(module, args, kwargs, dynamic_shapes, strict)
+    return _with_budget(Built(module, args, kwargs, dynamic_shapes, strict), budget, "memory_budget")
 
 
-_DECLARATION_KEYS = ("model", "example_args", "example_kwargs", "dynamic_shapes", "strict")
+_DECLARATION_KEYS = ("model", "example_args", "example_kwargs", "dynamic_shapes", "strict", "memory_budget")
 
 
-def _from_declaration(found: dict[str, Any], what: str, dynamic_shapes: Any, strict: bool) -> Built:
+def _from_declaration(found: dict[str, Any], what: str, dynamic_shapes: Any, strict: bool, budget: Any = None) -> Built:
     """A factory that returns a dict with the module globals' names (``model``,
     ``example_args``, and optionally ``example_kwargs``, ``dynamic_shapes``,
     ``strict``): the one way a ``pyproject.toml`` target declares dynamic shapes or
@@ -130,7 +151,8 @@ def _from_declaration(found: dict[str, Any], what: str, dynamic_shapes: Any, str
     module = _check_module(found["model"], f"'model' in the dict {what} returns")
     args = _check_args(found["example_args"], f"'example_args' in the dict {what} returns")
     kwargs = _check_kwargs(found.get("example_kwargs"), f"'example_kwargs' in the dict {what} returns")
-    return Built(module, args, kwargs, found.get("dynamic_shapes", dynamic_shapes), chosen)
+    built = Built(module, args, kwargs, found.get("dynamic_shapes", dynamic_shapes), chosen)
+    return _with_budget(built, found.get("memory_budget", budget), f"'memory_budget' in the dict {what} returns")
 
 
 def discover(module: types.ModuleType, index: SourceIndex, *, strict_default: bool, pyproject_entries: list[str], root: str | None) -> list[Candidate]:
@@ -156,7 +178,14 @@ def _globals_form(module: types.ModuleType, index: SourceIndex, strict_default: 
         if "model" not in g:
             raise TargetError("the file defines `example_args` but no `model`: add `model = YourModule()`")
         m = _check_module(g["model"], "`model`")
-        return Built(m, _check_args(g["example_args"], "`example_args`"), _check_kwargs(g.get("example_kwargs"), "`example_kwargs`"), g.get("dynamic_shapes"), strict)
+        built = Built(
+            m,
+            _check_args(g["example_args"], "`example_args`"),
+            _check_kwargs(g.get("example_kwargs"), "`example_kwargs`"),
+            g.get("dynamic_shapes"),
+            strict,
+        )
+        return _with_budget(built, g.get("memory_budget"), "`memory_budget`")
 
     return [Candidate(TargetDecl(name, where.line, "globals", strict), where, build, cls)]
 
@@ -179,7 +208,14 @@ def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default
                 if opts.example_args is None:
                     raise TargetError(f"@exportlens.target on class `{cls.__name__}` needs example_args=(...)")
                 instance = cls()
-                return Built(instance, _check_args(opts.example_args, "example_args"), _check_kwargs(opts.example_kwargs, "example_kwargs"), opts.dynamic_shapes, strict)
+                built = Built(
+                    instance,
+                    _check_args(opts.example_args, "example_args"),
+                    _check_kwargs(opts.example_kwargs, "example_kwargs"),
+                    opts.dynamic_shapes,
+                    strict,
+                )
+                return _with_budget(built, opts.memory_budget, "memory_budget")
 
             out.append(Candidate(TargetDecl(name, where.line, "decorator", strict), where, build, obj))
         else:
@@ -187,7 +223,7 @@ def _decorator_form(module: types.ModuleType, index: SourceIndex, strict_default
             where = _function_where(obj, index) or SourceLine(1)
 
             def build_fn(fn: Any = obj, opts: Any = options, strict: bool = strict, name: str = name) -> Built:
-                return _from_factory(fn, f"`{name}()`", opts.dynamic_shapes, strict)
+                return _from_factory(fn, f"`{name}()`", opts.dynamic_shapes, strict, opts.memory_budget)
 
             out.append(Candidate(TargetDecl(name, where.line, "decorator", strict), where, build_fn))
     return out

@@ -80,6 +80,16 @@ class Lowering:
     fallback_ops: tuple[str, ...] = ()
     pte_bytes: int | None = None  # ExecuTorch: the .pte program's size
     planned_memory_bytes: int | None = None  # ExecuTorch: the memory plan's arenas, summed
+    # ExecuTorch: the largest value inside the XNNPACK delegate at the ``Dim``s' maxima,
+    # which XNNPACK's workspace holds at least (``core/export/lowering/memory``); None
+    # where nothing is delegated or a size has no maximum.
+    workspace_bytes: int | None = None
+    # The ``Dim``s whose maxima decide that value: "`batch` up to 32, `height` up to 1024".
+    memory_dims: str = ""
+    # The resident peak of loading and running the program in the runtime, over what
+    # the job held before (Linux); None where it was not run or not measured.
+    run_peak_bytes: int | None = None
+    budget_bytes: int | None = None  # the budget the program's memory was held to (``memory_budget``)
     errors: tuple[str, ...] = ()  # what failed, one short line each (the diagnostics say where)
     skipped: str = ""  # why the lowering stopped short on purpose (``not-run``)
 
@@ -92,6 +102,14 @@ class Lowering:
     def max_rel(self) -> float | None:
         compared = [o.max_rel for o in self.outputs if o.shape_ok and o.compared == "values"]
         return max(compared) if compared else None
+
+    @property
+    def not_run_reason(self) -> str:
+        """Why a ``not-run`` lowering was not run, in a few words (the lens's)."""
+        if "fake weights" in self.skipped:
+            return "fake weights"
+        needed = self.needed_bytes
+        return f"needs {size_text(needed)}" if needed is not None else "see hover"
 
     @property
     def title(self) -> str:
@@ -108,9 +126,25 @@ class Lowering:
             text += f"; {self.total_ops - self.delegated_ops} fall back"
         return text
 
+    @property
+    def needed_bytes(self) -> int | None:
+        """What the program needs to run on a device: its plan and XNNPACK's workspace
+        (at least its largest value), at the ``Dim``s' maxima; None where not planned."""
+        if self.planned_memory_bytes is None:
+            return None
+        return self.planned_memory_bytes + (self.workspace_bytes or 0)
+
     def sizes(self) -> str | None:
-        """``.pte 283.9 KB, planned memory 32.6 KB``, when the program was made."""
-        facts = [f".pte {size_text(self.pte_bytes)}" if self.pte_bytes is not None else "", f"planned memory {size_text(self.planned_memory_bytes)}" if self.planned_memory_bytes is not None else ""]
+        """``.pte 283.9 KB, planned memory 32.6 KB``, when the program was made; with
+        XNNPACK's workspace where ``Dim``s decide it, and the run's peak when measured."""
+        facts = [
+            f".pte {size_text(self.pte_bytes)}" if self.pte_bytes is not None else "",
+            f"planned memory {size_text(self.planned_memory_bytes)}" if self.planned_memory_bytes is not None else "",
+        ]
+        if self.workspace_bytes is not None and self.memory_dims:
+            facts.append(f"XNNPACK workspace at least {size_text(self.workspace_bytes)}")
+        if self.run_peak_bytes is not None:
+            facts.append(f"run peak {size_text(self.run_peak_bytes)}")
         return ", ".join(f for f in facts if f) or None
 
     def _errors_text(self, *, relative: bool) -> str:
@@ -155,6 +189,44 @@ def _number(value: float | None) -> str:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}"
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
+
+
+def parse_size(value: object) -> int | None:
+    """A memory size as bytes: a whole number of bytes, or ``"512 MB"``, ``"1.5GB"``,
+    ``"64 MiB"`` (powers of 1024, as ``size_text`` writes them: KB and KiB alike);
+    None for anything else, or a size below one byte."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower().replace(" ", "").replace("_", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number) :]
+    if unit not in _UNITS or not number:
+        return None
+    try:
+        amount = float(number)
+    except ValueError:
+        return None
+    if not amount == amount or amount in (float("inf"),) or amount * _UNITS[unit] < 1:
+        return None
+    return int(amount * _UNITS[unit])
 
 
 def size_text(n: int | None) -> str:

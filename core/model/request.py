@@ -48,6 +48,9 @@ class ExportRequest:
     lower: tuple[str, ...] = ()  # formats to lower each exported target to ("onnx"); () none
     keep_lowered: tuple[str, ...] = ()  # formats whose lowered program's bytes ride in the result (``--save-onnx``, ``--save-pte``)
     weights: str = "auto"  # "auto": large tensors built fake where values are not needed; "real"
+    # The most memory a lowered program may need to run, in bytes (``memory_budget``;
+    # a target's own budget wins); None: no budget.
+    memory_budget: int | None = None
     why_real: str = ""  # a run the worker repeats with real weights: why (``core/export/weights``)
     # (real path, text) of the project's local modules open in the editor with unsaved
     # text: the job imports each from its text, not from the disk (``core/export/loader``).

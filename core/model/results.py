@@ -50,6 +50,10 @@ CODES: dict[str, Severity] = {
     "lowering/executorch-missing-kernel": "error",
     "lowering/executorch-mismatch": "error",
     "lowering/executorch-not-delegated": "information",
+    # The program needs more memory at its Dims' maxima than the job's cap leaves: not run.
+    "lowering/executorch-memory": "warning",
+    # The program needs more memory than its budget (``memory_budget``).
+    "lowering/executorch-over-budget": "error",
     # The language server's, instead of an export: the file's folder is not trusted.
     "untrusted-folder": "information",
     # The language server's, instead of an export: the environment's torch is outside the

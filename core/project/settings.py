@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from exportlens.core.model.lowering import LOWER_FORMATS
+from exportlens.core.model.lowering import LOWER_FORMATS, parse_size
 
 # The limits' defaults live with the limits (``core/model/request``), named here too.
 from exportlens.core.model.request import DEFAULT_MEMORY_MB as DEFAULT_MEMORY_MB
@@ -68,6 +68,8 @@ class ProjectSettings:
     lower: tuple[str, ...] | None = None  # formats to lower to (``lower = ["onnx"]``)
     weights: str | None = None  # "auto" or "real" (``weights = "real"``)
     start_method: str | None = None  # "auto", "fork" or "spawn" (``start_method = "spawn"``)
+    # The most memory a lowered program may need to run, bytes (``memory_budget = "512 MB"``).
+    memory_budget: int | None = None
     problem: str | None = None  # why the section, or its targets, were ignored
     ignored: tuple[str, ...] = ()  # why a limit was ignored (a value out of its range)
     # Where in the pyproject.toml the problem is (1-based; the TOML error's position,
@@ -146,6 +148,7 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
     lower, bad_lower = _lower(pyproject, section.get("lower"))
     weights, bad_weights = _choice(pyproject, "weights", WEIGHTS_CHOICES, section.get("weights"))
     start_method, bad_start = _choice(pyproject, "start_method", START_METHOD_CHOICES, section.get("start_method"))
+    budget, bad_budget = _budget(pyproject, section.get("memory_budget"))
     targets: tuple[str, ...] = ()
     if problem is None:
         targets, problem = _targets(pyproject, base, section.get("targets", []))
@@ -163,8 +166,9 @@ def _parse(pyproject: str, data: bytes) -> ProjectSettings:
         lower=lower,
         weights=weights,
         start_method=start_method,
+        memory_budget=budget,
         problem=problem,
-        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights, bad_start) if why),
+        ignored=tuple(why for why in (bad_timeout, bad_memory, bad_lower, bad_weights, bad_start, bad_budget) if why),
         problem_line=line,
         problem_column=column,
     )
@@ -192,6 +196,19 @@ def _lower(pyproject: str, value: Any) -> tuple[tuple[str, ...] | None, str | No
         return tuple(dict.fromkeys(value)), None
     known = ", ".join(repr(f) for f in LOWER_FORMATS)
     return None, f"{pyproject}: [tool.exportlens] lower = {value!r} is not a list of formats ({known}); it is ignored"
+
+
+def _budget(pyproject: str, value: Any) -> tuple[int | None, str | None]:
+    """``memory_budget = "512 MB"`` (or a number of bytes); anything else is ignored and said."""
+    if value is None:
+        return None, None
+    size = parse_size(value)
+    if size is not None:
+        return size, None
+    return (
+        None,
+        f'{pyproject}: [tool.exportlens] memory_budget = {value!r} is not a size such as "512 MB" or "2 GB"; it is ignored',
+    )
 
 
 def _choice(pyproject: str, key: str, choices: tuple[str, ...], value: Any) -> tuple[str | None, str | None]:

@@ -77,7 +77,7 @@ def lowering_title(low: Lowering) -> str:
     if low.status == "ok":
         return f"{name} ✓ {detail}"
     if low.status == "not-run":
-        return f"{name} · {detail} · not run (fake weights)" if detail else f"{name} · not run"
+        return f"{name} · {detail} · not run ({low.not_run_reason})" if detail else f"{name} · not run"
     if low.format == "onnx":  # as before ExecuTorch: a failure's facts are in the hover
         return f"{name} ✗ {low.status}"
     return f"{name} ✗ {low.status}" + (f" · {detail}" if detail else "")

@@ -192,7 +192,10 @@ def test_a_model_built_with_fake_weights_is_partitioned_not_run(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     header = next(line for line in proc.stdout.splitlines() if line.startswith("Big (big_weights.py:"))
     assert " with fake weights; lowered to ExecuTorch's edge dialect (XNNPACK runs 2 of 3 ops; 1 line falls back, " in header, header
-    assert header.endswith("; not run: built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"), header
+    # The memory plan needs no values: planned all the same (16,448 bytes with real weights
+    # and XNNPACK's compiled delegate; 16,384 with the stand-in delegate).
+    assert ", planned memory 16.0 KB, " in header, header
+    assert header.endswith("; not run: built with fake weights: the edge program, its XNNPACK partition and its memory plan need no values, but the .pte was not built, run or compared with eager"), header
     assert "big_weights.py:12:9: information[lowering/executorch-not-delegated]: `aten::cumsum` is not delegated to XNNPACK" in proc.stdout
 
 

@@ -67,3 +67,31 @@ async def test_executorch_outcomes_at_their_lines_with_hover_lens_and_progress(t
         assert titles[doc.line_of("class NeedsSort")].startswith("ExecuTorch ✗ missing-kernel · XNNPACK runs "), titles
         assert titles[doc.line_of("class HalfSum")].startswith("ExecuTorch ✗ mismatch · XNNPACK runs 0 of 1 op; 1 line falls back"), titles
         assert titles[doc.line_of("class NoOutVariant")] == "ExecuTorch ✗ error · XNNPACK runs 1 of 2 ops; 1 line falls back", titles
+
+
+async def test_a_program_its_dims_make_too_big_to_run_keeps_its_export_and_says_so_at_the_dims(tmp_path: Path) -> None:
+    """pytorch/examples' super-resolution net, declared in ``upscale/targets.py`` with
+    batch up to 32 and 1024 pixels a side: the editor shows it exported, and at the
+    ``batch`` Dim what its ExecuTorch program needs -- never an out-of-memory."""
+    shutil.copytree(FIXTURES / "memory" / "upscale", tmp_path / "upscale")
+    (tmp_path / "pyproject.toml").write_text("")
+    async with running_server("visual-studio-code", tmp_path, {"lower": ["executorch"], "cache": False, "timeout": 900}) as (client, _):
+        doc = Doc(client, tmp_path / "upscale" / "targets.py")
+        doc.open()
+        found = await client.diagnostics_for(doc.uri, 1)
+        assert ("lowering/executorch-memory", doc.line_of('batch = Dim("batch"')) in codes(found), codes(found)
+        assert not [c for c, _ in codes(found) if c in ("out-of-memory", "worker-crash", "lowering/executorch-error")], codes(found)
+        [warning] = [d for d in found if d.code == "lowering/executorch-memory"]
+        assert warning.severity == types.DiagnosticSeverity.Warning
+        assert "needs at least 9.1 GB to run, more than this job's memory cap of 8192 MB" in warning.message, warning.message
+        assert "at `batch` up to 32, `height` up to 1024, `width` up to 1024" in warning.message, warning.message
+        related = [(r.location.range.start.line, r.message) for r in warning.related_information or []]
+        assert related == [(doc.line_of('height = Dim("height"'), "`height` is declared here"), (doc.line_of('width = Dim("width"'), "`width` is declared here")], related
+
+        lenses = await client.text_document_code_lens_async(types.CodeLensParams(types.TextDocumentIdentifier(doc.uri)))
+        titles = [lens.command.title for lens in lenses or [] if lens.command is not None]
+        assert any(t.startswith("✓ upscaler exported") for t in titles), titles
+        [executorch] = [t for t in titles if t.startswith("ExecuTorch")]
+        assert "planned memory 1.1 GB, XNNPACK workspace at least 8.0 GB" in executorch and executorch.endswith("not run (needs 9.1 GB)"), executorch
+        text = await _hover(client, doc, doc.line_of("def upscaler"))
+        assert "not run: it needs at least 9.1 GB to run" in text, text

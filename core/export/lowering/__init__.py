@@ -23,9 +23,14 @@ from typing import Any
 from exportlens.core.export.loader import Loaded
 from exportlens.core.export.lowering.destination import Destination, Subject, lower_to
 from exportlens.core.export.targets import Built, Candidate
-from exportlens.core.model.lowering import Lowering
+from exportlens.core.model.lowering import TITLES, Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
 from exportlens.core.source.project import Sources
+
+# Hears how far a target's lowering came (``core/model/events.LoweringState``): the
+# records so far (the last in progress), their findings, the diagnostic for a death in
+# the step in progress, and whether it stands where that step's size is decided.
+State = Callable[[tuple[Lowering, ...], list[Diagnostic], Diagnostic | None, bool], None]
 
 
 def destination(format: str) -> Destination:
@@ -71,34 +76,66 @@ def lower_target(
     sources: Sources,
     on_phase: Callable[[str], None] | None = None,
     training: str = "",
+    on_state: State | None = None,
+    memory_mb: int | None = None,
+    budget: int | None = None,
 ) -> tuple[TargetResult, list[Diagnostic]]:
     """``result`` with a lowering recorded per format, in order, and ``found`` with their
     diagnostics; ``keep``: the formats whose lowered program rides along;
     ``on_phase`` hears each format begin (the progress the editor shows); ``training``:
-    the layers found in training mode (``Subject.training``). An exception of
-    exportlens's own is that format's ``error``, never the loss of the export."""
+    the layers found in training mode (``Subject.training``); ``on_state`` hears how
+    far lowering came before each step that may kill the job (the worker keeps it,
+    ``LoweringState``); ``memory_mb``: the job's memory cap; ``budget``: the most
+    memory a lowered program may need to run, in bytes. An exception of exportlens's
+    own is that format's ``error``, never the loss of the export."""
     if not formats or result.status != "ok":
         return result, found
     lowerings: list[Lowering] = []
+    lowered_found: list[Diagnostic] = []
     for format in formats:
         if on_phase is not None:
             on_phase(phase(format))
-        subject = Subject(ep, built, candidate, loaded, sources, result.signature, keep=format in keep, training=training)
+
+        def report(record: Lowering, more: list[Diagnostic], pending: Diagnostic | None, decided: bool = False) -> None:
+            if on_state is not None:
+                on_state((*lowerings, record), lowered_found + more, pending, decided)
+
+        report(
+            Lowering(format, "error"),
+            [],
+            Diagnostic.at(
+                f"lowering/{format}-error",
+                f"while lowering the exported program to {TITLES.get(format, format)}",
+                candidate.where,
+                candidate.decl.name,
+            ),
+        )
+        subject = Subject(
+            ep,
+            built,
+            candidate,
+            loaded,
+            sources,
+            result.signature,
+            keep=format in keep,
+            training=training,
+            memory_mb=memory_mb,
+            budget=budget,
+            report=report,
+        )
         try:
             lowering, more = lower_to(destination(format), subject)
         except Exception as e:  # noqa: BLE001 - a bug of ours: the export stands, the lowering says what happened
             lowering, more = internal_error(format, e, candidate)
         lowerings.append(lowering)
-        found = found + more
-    return replace(result, lowerings=tuple(lowerings)), found
+        lowered_found.extend(more)
+    return replace(result, lowerings=tuple(lowerings)), found + lowered_found
 
 
 def internal_error(format: str, e: BaseException, candidate: Candidate) -> tuple[Lowering, list[Diagnostic]]:
     """exportlens's own code raised while lowering: the lowering's status is ``error``,
     its one diagnostic says it is exportlens's bug; the target's export is untouched."""
     import traceback
-
-    from exportlens.core.model.lowering import TITLES
 
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ is not None else None
     place = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame is not None else ""

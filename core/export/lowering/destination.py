@@ -16,7 +16,7 @@ import importlib.metadata
 import logging
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ from exportlens.core.export.lowering.outputs import compare_outputs, eager_outpu
 from exportlens.core.export.lowering.randomness import describe, drawn_lines, placed, random_outputs
 from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import Lowering, LoweringStatus
-from exportlens.core.model.results import Diagnostic
+from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import Signature, SourceLine
 from exportlens.core.source.project import Sources
 
@@ -46,6 +46,12 @@ class Subject:
     # The layers found in training mode that compute otherwise in eval mode, as
     # ``training.check`` names them ("`BatchNorm2d` `main.1` (dcgan.py:8)"), or "".
     training: str = ""
+    memory_mb: int | None = None  # the job's memory cap (``Limits.memory_mb``)
+    budget: int | None = None  # the most memory the lowered program may need, bytes (``memory_budget``)
+    # Hears how far lowering came before a step that may kill the job: the record so
+    # far, its findings, the diagnostic for a death in that step, whether it stands
+    # where the step's size is decided (``lowering.State``, one format's).
+    report: Callable[[Lowering, list[Diagnostic], Diagnostic | None, bool], None] | None = None
 
     @property
     def name(self) -> str:
@@ -65,6 +71,9 @@ class Lowered:
     found: list[Diagnostic] = field(default_factory=list)
     program: Any = None
     output_names: tuple[str, ...] = ()  # the program's outputs, in the order ``run`` returns them
+    # What running it will need, where that is decided (``memory``): said if the run
+    # kills the job. ``(what it needs, where, related, at the Dims)``; None: nothing known.
+    needs: tuple[str, SourceLine, tuple[Related, ...], bool] | None = None
 
 
 class Stop(Exception):
@@ -181,13 +190,31 @@ def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, lis
     if lowered.program is None:
         return replace(lowered.record, lower_ms=ms()), lowered.found
     record, found = lowered.record, lowered.found
+
+    def before(doing: str, needs: tuple[str, SourceLine, tuple[Related, ...], bool] | None = None) -> None:
+        if subject.report is None:
+            return
+        if needs is None:
+            pending = Diagnostic.at(error, doing, subject.candidate.where, subject.name)
+            subject.report(record, found, pending, False)
+        else:
+            what, where, related, decided = needs
+            subject.report(
+                record, found, Diagnostic.at(error, f"{doing}; {what}", where, subject.name, related), decided
+            )
+
+    before(f"while running the model eagerly on the example inputs, to compare with {destination.runtime}")
     try:
         expected = eager_outputs(subject.built)
     except Exception as e:  # noqa: BLE001 - the export ran it fake; running it for real may still fail
         message = f"running the model eagerly on the example inputs, to compare with {destination.runtime}, raised {nodes.text(e)}"
-        return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
+        return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [
+            Diagnostic.at(error, message, subject.candidate.where, subject.name)
+        ]
+    before(f"while running the {destination.product} in {destination.runtime} on the example inputs", lowered.needs)
     try:
         actual = destination.run(lowered, subject)
+        record = replace(record, run_peak_bytes=lowered.record.run_peak_bytes)
     except Stop as stop:
         return replace(record, status=stop.status, errors=record.errors + stop.errors, lower_ms=ms()), found + stop.found
     except Exception as e:  # noqa: BLE001 - any runtime failure is a finding

@@ -31,12 +31,12 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from exportlens.core.export.lowering import nodes, randomness
+from exportlens.core.export.lowering import memory, nodes, randomness
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
 from exportlens.core.export.lowering.outputs import user_outputs
 from exportlens.core.export.weights import values_real
-from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
-from exportlens.core.model.results import Diagnostic
+from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering, size_text
+from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
 
 ERROR = "lowering/executorch-error"
@@ -73,7 +73,18 @@ class Executorch:
             coverage, found = _coverage(edge.exported_program(), subject)
             record = replace(record, **coverage)
             if fake:
-                skipped = "built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"
+                # The plan needs no values: ExecuTorch's passes and planner, stopped before
+                # the emitter; made with the stand-in delegate, not XNNPACK's compiled one.
+                largest = memory.need(edge.exported_program(), 0, subject.signature.dim_names if subject.signature else {}, subject.line_of)
+                planned = _plan_only(edge)
+                if planned is not None:
+                    needs = replace(largest, planned=planned)
+                    record = replace(record, planned_memory_bytes=planned, workspace_bytes=needs.workspace if needs.largest is not None else None, memory_dims=memory.dims_text(needs), budget_bytes=subject.budget)
+                    where, related, _ = memory.where_decided(needs, subject)
+                    what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
+                    found = found + _over_budget(needs, subject, where, related, what)
+                made = "the edge program, its XNNPACK partition and its memory plan need" if planned is not None else "the edge program and its XNNPACK partition need"
+                skipped = f"built with fake weights: {made} no values, but the .pte was not built, run or compared with eager"
                 if subject.keep:
                     # The weights policy was asked for real ones and said they do not fit.
                     skipped += "; it was not saved: that needs real weights, which would not fit the memory cap (memory_mb)"
@@ -85,19 +96,37 @@ class Executorch:
             except Exception as e:  # noqa: BLE001
                 return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), found + _failure("Building the ExecuTorch program from the edge program failed", e, subject, edge_program))
         plan = program.executorch_program.execution_plan[0]
+        # The memory plan's arenas (the first, id 0, is reserved and empty): what the
+        # method allocates for activations and mutable buffers on the device.
+        planned = int(sum(plan.non_const_buffer_sizes))
+        needs = memory.need(
+            edge_program, planned, subject.signature.dim_names if subject.signature else {}, subject.line_of
+        )
         record = replace(
             record,
             pte_bytes=len(pte),
-            # The memory plan's arenas (the first, id 0, is reserved and empty): what
-            # the method allocates for activations and mutable buffers on the device.
-            planned_memory_bytes=int(sum(plan.non_const_buffer_sizes)),
+            planned_memory_bytes=planned,
+            workspace_bytes=needs.workspace if needs.largest is not None else None,
+            memory_dims=memory.dims_text(needs),
+            budget_bytes=subject.budget,
             model=pte if subject.keep else b"",
         )
+        where, related, decided = memory.where_decided(needs, subject)
+        what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
+        found = found + _over_budget(needs, subject, where, related, what)
+        if subject.memory_mb is not None and memory.over_cap(needs, subject.memory_mb, memory.resident_bytes()):
+            # Run, it would take the job past its cap and be killed: said instead, where it is decided.
+            message = _over_cap_message(needs, subject.memory_mb, what)
+            skipped = f"it needs at least {size_text(needs.total)} to run, more than the job's memory cap of {subject.memory_mb} MB (`memory_mb`) leaves"
+            return Lowered(
+                replace(record, status="not-run", skipped=skipped),
+                found + [Diagnostic.at(memory.MEMORY, message, where, subject.name, related)],
+            )
         # The method returns the user outputs in the exported program's order (a
         # constant, ``None``, too); the edge passes rename their nodes, so they go by
         # the export's names.
         names = tuple(o.name for o in user_outputs(subject.ep))
-        return Lowered(record, found, program, names)
+        return Lowered(record, found, program, names, (what, where, related, decided))
 
     def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
         import torch
@@ -114,12 +143,85 @@ class Executorch:
         if missing:
             found = _missing_kernels(missing, program.exported_program(), subject)
             raise Stop("missing-kernel", found, tuple(f"no kernel for {op}" for op in missing))
-        loaded = runtime.load_program(lowered.record.model or bytes(program.buffer), verification=Verification.Minimal)
-        method = loaded.load_method("forward")
         built = subject.built
         args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (built.args, built.kwargs or {}))
         flat, _ = subject.ep._get_flat_args_with_check(args, kwargs)
-        return list(method.execute(flat))
+        before = memory.resident_bytes()
+        measured = memory.reset_peak()
+        loaded = runtime.load_program(lowered.record.model or bytes(program.buffer), verification=Verification.Minimal)
+        method = loaded.load_method("forward")
+        outputs = list(method.execute(flat))
+        peak = memory.peak_bytes() if measured else None
+        if peak is not None and before:
+            lowered.record = replace(lowered.record, run_peak_bytes=max(0, peak - before))
+        return outputs
+
+
+# -- memory --------------------------------------------------------------------------
+
+
+class _Planned(Exception):
+    """Raised by ``_PlanOnly`` once the plan is made: stops ``to_executorch`` before it
+    emits the program, which would copy the weights' values."""
+
+
+def _plan_only(edge: Any) -> int | None:
+    """The memory plan's bytes of ``edge`` built with fake weights: ExecuTorch's own
+    passes and memory planning, as ``to_executorch`` runs them, stopped before the
+    emitter (which needs the values); None when that fails (the plan is then unknown)."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    class _PlanOnly:
+        def __init__(self) -> None:
+            self.inner = MemoryPlanningPass()
+            self.sizes: list[int] | None = None
+
+        def run(self, graph_module: Any, signature: Any = None) -> Any:
+            result = self.inner.run(graph_module, signature)
+            self.sizes = list(result.graph_module.meta.get("non_const_buffer_sizes") or [])
+            raise _Planned
+
+    planner = _PlanOnly()
+    try:
+        edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner))
+    except _Planned:
+        return int(sum(planner.sizes or ()))
+    except Exception:  # noqa: BLE001 - a pass that needs values: the plan stays unknown
+        return None
+    return None
+
+
+def _over_cap_message(needs: memory.Need, memory_mb: int, what: str) -> str:
+    """Why the program was not run: what it needs, where, and the ways out."""
+    at = "the largest shapes its `Dim`s allow" if needs.dims else "its shapes"
+    ways = (
+        "lower those `Dim`s' `max` to the largest input you deploy, or raise `memory_mb` to run it here"
+        if needs.dims
+        else "raise `memory_mb` to run it here"
+    )
+    return (
+        f"the ExecuTorch program needs at least {size_text(needs.total)} to run, more than this job's memory cap of {memory_mb} MB (`memory_mb`) "
+        f"leaves, so it was not run: {what}. ExecuTorch plans its memory, and XNNPACK sizes its workspace, for {at}, "
+        f"whatever input the device gives it: {ways}"
+    )
+
+
+def _over_budget(
+    needs: memory.Need, subject: Subject, where: SourceLine, related: tuple[Related, ...], what: str
+) -> list[Diagnostic]:
+    """``executorch-over-budget`` when the program needs more than its budget."""
+    if subject.budget is None or needs.total <= subject.budget:
+        return []
+    message = (
+        f"the ExecuTorch program needs {'at least ' if needs.largest is not None else ''}{size_text(needs.total)} to run, over its memory budget of {size_text(subject.budget)} (`memory_budget`): {what}"
+        + (
+            ". Lower those `Dim`s' `max`, or raise the budget"
+            if needs.dims
+            else ". Make its tensors smaller, or raise the budget"
+        )
+    )
+    return [Diagnostic.at(memory.OVER_BUDGET, message, where, subject.name, related)]
 
 
 # -- fake weights: partition without compiling ----------------------------------------

@@ -38,6 +38,8 @@ export const DIAGNOSTIC_CODES: readonly string[] = [
     'lowering/executorch-missing-kernel',
     'lowering/executorch-mismatch',
     'lowering/executorch-not-delegated',
+    'lowering/executorch-memory',
+    'lowering/executorch-over-budget',
 ];
 
 /** The formats a target can be lowered to (the `lower` setting, `[tool.exportlens] lower`). */

@@ -1,5 +1,5 @@
 """ExecuTorch lowering of a model built without weight values (``Built.weights == "fake"``):
-the edge program and the XNNPACK partition need no values, so delegation coverage is
+the edge program, the XNNPACK partition and the memory plan need no values, so delegation coverage and the plan are
 reported the same as with real weights; the .pte, its run and the comparison are
 skipped and say so, saving included. Weights here hold no values at all (the meta
 device): anything that read one would fail."""
@@ -75,8 +75,12 @@ def test_fake_weights_give_the_coverage_of_real_ones_and_skip_the_run(loaded: Lo
     coverage = [(low.delegated_ops, low.total_ops, low.fallback_lines, low.fallback_ops) for low in (real, fake)]
     assert coverage[0] == coverage[1] == (2, 3, 1, ("aten::cumsum",))
     assert [(d.code, d.line) for d in fake_found] == [(d.code, d.line) for d in real_found] == [("lowering/executorch-not-delegated", _line(loaded, "torch.cumsum"))]
-    assert fake.pte_bytes is None and fake.planned_memory_bytes is None and fake.outputs == () and fake.model == b""
-    assert fake.skipped == "built with fake weights: the edge program and its XNNPACK partition need no values, but the .pte was not built, run or compared with eager"
+    assert fake.pte_bytes is None and fake.outputs == () and fake.model == b""
+    # The memory plan needs no values either: ExecuTorch's planner, run on the partition
+    # whose delegate was not compiled, within a few bytes of the real one.
+    assert real.planned_memory_bytes is not None and fake.planned_memory_bytes is not None
+    assert abs(fake.planned_memory_bytes - real.planned_memory_bytes) <= real.planned_memory_bytes // 100 + 64, (fake.planned_memory_bytes, real.planned_memory_bytes)
+    assert fake.skipped == "built with fake weights: the edge program, its XNNPACK partition and its memory plan need no values, but the .pte was not built, run or compared with eager"
     assert fake.describe().startswith("lowered to ExecuTorch's edge dialect (XNNPACK runs 2 of 3 ops; 1 line falls back, ")
 
 

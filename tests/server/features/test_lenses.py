@@ -54,6 +54,8 @@ def test_lowering_titles() -> None:
     assert lowering_title(one) == "ExecuTorch ✗ missing-kernel · XNNPACK runs 2 of 4 ops; 1 line falls back"
     fake = Lowering("executorch", "not-run", delegated_ops=2, total_ops=2, fallback_lines=0, skipped="fake weights")
     assert lowering_title(fake) == "ExecuTorch · XNNPACK runs 2 of 2 ops · not run (fake weights)"
+    too_big = Lowering("executorch", "not-run", delegated_ops=5, total_ops=6, fallback_lines=1, pte_bytes=1 << 18, planned_memory_bytes=1 << 30, workspace_bytes=1 << 33, memory_dims="`h` up to 1024", skipped="it needs at least 9.0 GB to run, more than ...")
+    assert lowering_title(too_big) == "ExecuTorch · XNNPACK runs 5 of 6 ops; 1 line falls back · .pte 256.0 KB, planned memory 1.0 GB, XNNPACK workspace at least 8.0 GB · not run (needs 9.0 GB)"
     assert lowering_title(Lowering("executorch", "unavailable")) == "ExecuTorch: not installed"
 
 

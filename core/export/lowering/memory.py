@@ -1,0 +1,253 @@
+"""What memory a lowered program needs, and which ``Dim``s decide it.
+
+ExecuTorch plans a program's memory ahead of time, for the largest shapes the program
+allows: with ``Dim("height", max=1024)`` its arenas hold every tensor at height 1024,
+whatever input the device gives it, and the runtime allocates them when the method
+loads. XNNPACK does the same for the values inside its delegate: it sizes its
+workspace for the largest shapes its graph allows (measured on pytorch/examples'
+super-resolution net with ``batch`` up to 32 and ``height``/``width`` up to 1024: a
+plan of 1.1 GB, and a run on a 2x1x32x32 input that peaks at 9.2 GB). So what a
+deployment needs is decided at the ``Dim`` declarations, not at the example input,
+and is knowable before anything runs:
+
+- ``planned``: the memory plan's arenas, ExecuTorch's own number;
+- ``workspace``: the largest value computed inside the XNNPACK delegate at the
+  ``Dim``s' maxima, which its workspace holds at least;
+- the ``Dim``s whose maxima make that value as large as it is, and their maxima.
+
+``Need`` carries them; ``executorch.py`` fills the record and says, at the ``Dim``
+declaration, when they exceed the job's memory cap (not run: it would be killed) or
+the project's budget. Runs in the job process (torch).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from exportlens.core.export.explain import target_extent
+from exportlens.core.model.lowering import size_text
+from exportlens.core.model.results import Related
+from exportlens.core.model.signature import SourceLine
+
+MEMORY = "lowering/executorch-memory"
+OVER_BUDGET = "lowering/executorch-over-budget"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value of the program at the ``Dim``s' maxima."""
+
+    op: str  # the op that computes it: ``aten::convolution``
+    shape: tuple[int, ...]  # at the maxima
+    dtype: str  # ``float32``
+    nbytes: int
+    symbols: tuple[str, ...]  # torch's symbols its shape depends on (``s77``)
+    where: SourceLine | None  # the user's line that computes it
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the program needs to run on a device, at the ``Dim``s' maxima."""
+
+    planned: int  # ExecuTorch's memory plan, bytes
+    largest: Value | None  # the largest value inside the XNNPACK delegate; None: nothing delegated
+    dims: tuple[tuple[str, int], ...]  # (the Dim's name, its max) that decide the largest value, declared order
+
+    @property
+    def workspace(self) -> int:
+        return self.largest.nbytes if self.largest is not None else 0
+
+    @property
+    def total(self) -> int:
+        return self.planned + self.workspace
+
+
+def need(edge: Any, planned: int, dim_names: dict[str, str], line_of: Callable[[Any], SourceLine | None]) -> Need:
+    """The program's ``Need``: ``edge``, its edge program (delegates in it), ``planned``
+    its plan's bytes, ``dim_names`` torch's symbols' ``Dim`` names (``{"s77": "batch"}``),
+    ``line_of`` a node's user line."""
+    ranges = _ranges(edge)
+    largest: Value | None = None
+    for node in _delegated_nodes(edge):
+        value = _value(node, ranges)
+        if value is not None and (largest is None or value.nbytes > largest.nbytes):
+            largest = replace(value, where=line_of(node))
+    dims: list[tuple[str, int]] = []
+    for symbol in largest.symbols if largest is not None else ():
+        name = dim_names.get(symbol)
+        upper = _upper_of_symbol(symbol, ranges)
+        if name and upper is not None and name not in (n for n, _ in dims):
+            dims.append((name, upper))
+    return Need(planned, largest, tuple(dims))
+
+
+def _ranges(edge: Any) -> dict[Any, Any]:
+    try:
+        return dict(edge.range_constraints)
+    except Exception:  # noqa: BLE001 - no ranges: every symbolic size is unknown
+        return {}
+
+
+def _delegated_nodes(edge: Any) -> list[Any]:
+    """The nodes computing inside each XNNPACK delegate of ``edge`` (its branches too)."""
+    import torch
+
+    out: list[Any] = []
+    modules = [edge.graph_module]
+    while modules:
+        module = modules.pop()
+        for _, child in module.named_children():
+            if isinstance(child, torch.fx.GraphModule):
+                modules.append(child)
+        for node in module.graph.nodes:
+            if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
+                lowered = getattr(module, node.args[0].target, None)
+                original = getattr(lowered, "original_module", None)
+                if original is not None:
+                    out += [n for n in original.graph.nodes if n.op == "call_function"]
+    return out
+
+
+def _value(node: Any, ranges: dict[Any, Any]) -> Value | None:
+    """``node``'s tensor at the maxima (the largest, for an op of several outputs);
+    None when it makes no tensor or a size has no finite maximum."""
+    import torch
+
+    from exportlens.core.export.lowering import nodes
+
+    val = node.meta.get("val")
+    tensors = [v for v in (val if isinstance(val, (tuple, list)) else (val,)) if isinstance(v, torch.Tensor)]
+    best: Value | None = None
+    for t in tensors:
+        shape: list[int] = []
+        symbols: list[str] = []
+        for size in t.shape:
+            upper = _upper(size, ranges)
+            if upper is None:
+                return None
+            shape.append(upper)
+            symbols += [str(s) for s in _free_symbols(size)]
+        nbytes = math.prod(shape) * t.element_size()
+        if best is None or nbytes > best.nbytes:
+            op = (
+                nodes.op_name(node.target)
+                if hasattr(node.target, "_schema")
+                else str(getattr(node.target, "__name__", node.target))
+            )
+            best = Value(
+                op, tuple(shape), str(t.dtype).removeprefix("torch."), nbytes, tuple(dict.fromkeys(symbols)), None
+            )
+    return best
+
+
+def _free_symbols(size: Any) -> list[Any]:
+    expr = getattr(getattr(size, "node", None), "expr", None)
+    return sorted(getattr(expr, "free_symbols", ()) or (), key=str)
+
+
+def _upper(size: Any, ranges: dict[Any, Any]) -> int | None:
+    """A size's largest value: the number itself, or its expression bounded by the ranges."""
+    if isinstance(size, int):
+        return size
+    expr = getattr(getattr(size, "node", None), "expr", None)
+    if expr is None:
+        return None
+    try:
+        from torch.utils._sympy.value_ranges import bound_sympy
+
+        upper = bound_sympy(expr, ranges).upper
+        value = int(upper)
+    except Exception:  # noqa: BLE001 - unbounded (int_oo) or not a number: unknown
+        return None
+    return value if value >= 0 else None
+
+
+def _upper_of_symbol(name: str, ranges: dict[Any, Any]) -> int | None:
+    for symbol, vr in ranges.items():
+        if str(symbol) == name:
+            try:
+                return int(vr.upper)
+            except Exception:  # noqa: BLE001 - int_oo
+                return None
+    return None
+
+
+def dims_text(found: Need) -> str:
+    """```batch` up to 32, `height` up to 1024``."""
+    return ", ".join(f"`{name}` up to {upper}" for name, upper in found.dims)
+
+
+def what_it_needs(found: Need, file: str) -> str:
+    """The sentence of facts: ``its memory plan is 1.1 GB and XNNPACK holds at least
+    8.0 GB for its largest value, `aten::convolution` of [32, 64, 1024, 1024] float32
+    (sr.py:22)``; ``file``: the target's file, where a line without a path is."""
+    text = f"its memory plan is {size_text(found.planned)}"
+    if found.largest is not None:
+        v = found.largest
+        at = f" ({os.path.basename(v.where.path or file)}:{v.where.line})" if v.where is not None else ""
+        text += f" and XNNPACK holds at least {size_text(v.nbytes)} for its largest value, `{v.op}` of {list(v.shape)} {v.dtype}{at}"
+    return text
+
+
+def where_decided(found: Need, subject: Any) -> tuple[SourceLine, tuple[Related, ...], bool]:
+    """Where to say it: the first deciding ``Dim``'s declaration (the others' as
+    related locations), else the ``dynamic_shapes`` declaration, else the target;
+    and whether that is a ``Dim``'s (or the shapes') line."""
+    from exportlens.core.export import shapes_spec
+
+    loaded = subject.loaded
+    index = loaded.index
+    extent = target_extent(subject.candidate, index)
+    path = os.path.realpath(loaded.path)
+    declared = [(name, index.dim_declaration(name, extent)) for name, _ in found.dims]
+    lines = [(name, d) for name, d in declared if d is not None]
+    if lines:
+        first = lines[0][1]
+        related = tuple(Related(path, d.line, f"`{name}` is declared here", d.column) for name, d in lines[1:])
+        return first, related, True
+    shapes = shapes_spec.declaration(index, extent)
+    if shapes is not None and found.dims:
+        return shapes, (), True
+    return subject.candidate.where, (), False
+
+
+def over_cap(found: Need, memory_mb: int, resident: int) -> bool:
+    """Whether running the program would take the job past its memory cap: what it
+    needs on top of what the job holds now."""
+    return resident + found.total > memory_mb * 1024 * 1024
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def reset_peak() -> bool:
+    """Start measuring this process's resident peak afresh (``clear_refs`` 5 resets
+    ``VmHWM``, Linux 4.0+); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_bytes() -> int | None:
+    """This process's resident peak (``VmHWM``) since the last ``reset_peak``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
