@@ -25,11 +25,12 @@ def test_the_check_usage_line_lists_every_option() -> None:
     check = _subparser("check")
     options = {o for action in check._actions for o in action.option_strings if o.startswith("--") and o != "--help"}  # type: ignore[attr-defined]
     # The lowering options have their own line, next to their sections.
-    lowering = {"--lower", "--save-onnx", "--save-pte"}
+    lowering = {"--lower", "--save-onnx", "--save-pte", "--memory-budget"}
     assert "--no-signatures" in options
     missing = sorted(o for o in options - lowering if f"[{o}" not in usage)
     assert missing == [], usage
     assert all(f"--lower {f}" in README.read_text() for f in ("onnx", "executorch"))
+    assert "[--memory-budget SIZE]" in README.read_text()
 
 
 def _listed(args: str) -> set[str]:

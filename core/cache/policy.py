@@ -7,14 +7,16 @@ import importlib
 import importlib.machinery
 import sys
 
-from exportlens.core.model.results import FileResult
+from exportlens.core.model.results import JOB_DIED, FileResult
 
 UNCACHEABLE_CODES = frozenset({"timeout", "out-of-memory", "worker-crash"})
+# A diagnostic with the fact ``JOB_DIED`` says its job was stopped (a lowering that ran
+# out of time or memory, or crashed: ``lowering/<format>-error``), as these codes do.
 
 def cacheable(result: FileResult) -> bool:
     """Whether a result depends only on the code, not on the machine's state."""
     for d in result.diagnostics:
-        if d.code in UNCACHEABLE_CODES:
+        if d.code in UNCACHEABLE_CODES or d.fact(JOB_DIED):
             return False
         # A missing local module is a recorded (absent) dependency, and a missing
         # top-level module is checked at lookup (``still_missing``). Anything else an

@@ -167,7 +167,7 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
     order = {d.name: i for i, d in enumerate(merged.decls or ())}
     ordered = sorted(targets.values(), key=lambda t: order.get(t.name, len(order)))
     index = _index_of(request) if merged.diagnostics else None
-    own = tuple(complete_range(d, index) for d in merged.diagnostics) if index else ()
+    own = tuple(complete_range(d, index if d.path in (None, request.path) else _index_of(replace(request, path=d.path, source=dict(request.overlays).get(d.path)))) for d in merged.diagnostics) if index else ()
     return FileResult(
         path=last.path or request.path,
         diagnostics=own + tuple(last.diagnostics),

@@ -16,7 +16,7 @@ from exportlens.core.export.weights import real_weights_note
 from exportlens.core.model.events import LoweringState
 from exportlens.core.model.lowering import TITLES, Lowering
 from exportlens.core.model.request import ExportRequest
-from exportlens.core.model.results import Diagnostic, TargetDecl, TargetResult
+from exportlens.core.model.results import JOB_DIED, Diagnostic, TargetDecl, TargetResult
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,10 @@ class Failure:
 def failure_diagnostic(request: ExportRequest, failure: Failure, decl: TargetDecl | None) -> Diagnostic:
     """The diagnostic for a job that timed out, blew its memory or died."""
     name = failure.target
-    line = locate(failure.dump, request)
+    located = locate_in_project(failure.dump, request)
+    path, line = located if located is not None else (None, None)
     what = f"export of '{name}'" if name else f"loading {os.path.basename(request.path)}"
-    where = "at this line" if line else "(no line of this file was running)"
+    where = "at this line" if line else "(no line of this file or its project was running)"
     limits = request.limits
     if failure.code == "timeout":
         message = f"{what} took longer than {limits.timeout_s:g} s (limit: --timeout); it was stopped {where}"
@@ -54,7 +55,7 @@ def failure_diagnostic(request: ExportRequest, failure: Failure, decl: TargetDec
         message += "\nlast output:\n" + "\n".join(output.splitlines()[-8:])
     line = line or (decl.line if decl else 1)
     # Only a failure inside a target belongs to it; before its ``TargetBegins`` it is file-level.
-    return Diagnostic(code=failure.code, message=message, line=line, target=name)
+    return Diagnostic(code=failure.code, message=message, line=line, target=name, path=path)
 
 
 def lowering_failure(
@@ -86,11 +87,15 @@ def lowering_failure(
     if output and failure.code == "worker-crash":
         message += "\nlast output:\n" + "\n".join(output.splitlines()[-8:])
     code = f"lowering/{current.format}-error"
-    located = locate(failure.dump, request)
-    if state.pending is not None and (state.decided or located is None):
-        diagnostic = replace(state.pending, code=code, message=message, level=None)
+    located = locate_in_project(failure.dump, request)
+    facts = ((JOB_DIED, failure.code),)
+    # The Dims decide how much memory the step takes, not whether it crashes or how long it runs.
+    decided = state.decided and failure.code == "out-of-memory"
+    if state.pending is not None and (decided or located is None):
+        diagnostic = replace(state.pending, code=code, message=message, level=None, facts=facts)
     else:
-        diagnostic = Diagnostic(code=code, message=message, line=located or result.line, target=result.name)
+        path, line = located or (None, result.line)
+        diagnostic = Diagnostic(code=code, message=message, line=line, target=result.name, path=path, facts=facts)
     stopped = replace(current, status="error", errors=(*current.errors, message.split("\n", 1)[0]))
     return replace(result, lowerings=(*finished, stopped)), [*found, *state.diagnostics, diagnostic]
 
@@ -121,17 +126,18 @@ def exit_text(code: int) -> str:
 _FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in ')
 
 
-def locate(dump: str, request: ExportRequest) -> int | None:
-    """The deepest line of the model file in a faulthandler dump, else of its root."""
+def locate_in_project(dump: str, request: ExportRequest) -> tuple[str | None, int] | None:
+    """``(path, line)`` of the deepest line of the model file in a faulthandler dump
+    (path None), else of another file of its project (its real path)."""
     frames = [(m.group(1), int(m.group(2))) for m in map(_FRAME.match, dump.splitlines()) if m]
     path = os.path.realpath(request.path)
     for fname, line in frames:  # most recent call first
         if os.path.realpath(fname) == path:
-            return line
+            return None, line
     if request.root:
         root = os.path.join(os.path.realpath(request.root), "")
         for fname, line in frames:
             real = os.path.realpath(fname)
             if real.startswith(root) and "site-packages" not in real:
-                return line
+                return real, line
     return None

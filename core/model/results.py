@@ -79,6 +79,12 @@ VARIABLE_SEVERITY: dict[str, tuple[Severity, ...]] = {
 }
 
 
+# A diagnostic's fact (``Diagnostic.facts``) saying its job was stopped -- a lowering
+# that ran out of time or memory, or crashed -- with how ("timeout", "out-of-memory",
+# "worker-crash"): a result of the machine's state, never cached.
+JOB_DIED = "job-died"
+
+
 @dataclass(frozen=True)
 class Related:
     """A second place that explains a diagnostic (the guard's origin, a ``Dim``)."""

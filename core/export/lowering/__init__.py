@@ -97,33 +97,14 @@ def lower_target(
             on_phase(phase(format))
 
         def report(record: Lowering, more: list[Diagnostic], pending: Diagnostic | None, decided: bool = False) -> None:
+            # Without the lowered program's bytes (``--save-pte``): the worker needs the counts, not a copy per step.
             if on_state is not None:
-                on_state((*lowerings, record), lowered_found + more, pending, decided)
+                on_state((*(replace(low, model=b"") for low in lowerings), replace(record, model=b"")), lowered_found + more, pending, decided)
 
-        report(
-            Lowering(format, "error"),
-            [],
-            Diagnostic.at(
-                f"lowering/{format}-error",
-                f"while lowering the exported program to {TITLES.get(format, format)}",
-                candidate.where,
-                candidate.decl.name,
-            ),
-        )
-        subject = Subject(
-            ep,
-            built,
-            candidate,
-            loaded,
-            sources,
-            result.signature,
-            keep=format in keep,
-            training=training,
-            memory_mb=memory_mb,
-            budget=budget,
-            report=report,
-        )
+        subject = Subject(ep, built, candidate, loaded, sources, result.signature, keep=format in keep, training=training, memory_mb=memory_mb, budget=budget, report=report)
         try:
+            pending = Diagnostic.at(f"lowering/{format}-error", f"while lowering the exported program to {TITLES.get(format, format)}", candidate.where, candidate.decl.name)
+            report(Lowering(format, "error"), [], pending)
             lowering, more = lower_to(destination(format), subject)
         except Exception as e:  # noqa: BLE001 - a bug of ours: the export stands, the lowering says what happened
             lowering, more = internal_error(format, e, candidate)

@@ -72,23 +72,19 @@ class Executorch:
                 return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), _failure("Lowering the exported program to ExecuTorch's edge dialect with the XNNPACK partitioner failed", e, subject, subject.ep))
             coverage, found = _coverage(edge.exported_program(), subject)
             record = replace(record, **coverage)
+            # Before ``to_executorch``, whose passes rewrite the edge program's graph.
+            needs = _measure(edge.exported_program(), subject)
             if fake:
                 # The plan needs no values: ExecuTorch's passes and planner, stopped before
                 # the emitter; made with the stand-in delegate, not XNNPACK's compiled one.
-                largest = memory.need(edge.exported_program(), 0, subject.signature.dim_names if subject.signature else {}, subject.line_of)
                 planned = _plan_only(edge)
-                if planned is not None:
-                    needs = replace(largest, planned=planned)
-                    record = replace(record, planned_memory_bytes=planned, workspace_bytes=needs.workspace if needs.largest is not None else None, memory_dims=memory.dims_text(needs), budget_bytes=subject.budget)
-                    where, related, _ = memory.where_decided(needs, subject)
-                    what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
-                    found = found + _over_budget(needs, subject, where, related, what)
+                record, more, _ = _weigh(record, needs, planned, subject)
                 made = "the edge program, its XNNPACK partition and its memory plan need" if planned is not None else "the edge program and its XNNPACK partition need"
                 skipped = f"built with fake weights: {made} no values, but the .pte was not built, run or compared with eager"
                 if subject.keep:
                     # The weights policy was asked for real ones and said they do not fit.
                     skipped += "; it was not saved: that needs real weights, which would not fit the memory cap (memory_mb)"
-                return Lowered(replace(record, status="not-run", skipped=skipped), found)
+                return Lowered(replace(record, status="not-run", skipped=skipped), found + more)
             edge_program = edge.exported_program()
             try:
                 program = edge.to_executorch()
@@ -99,34 +95,21 @@ class Executorch:
         # The memory plan's arenas (the first, id 0, is reserved and empty): what the
         # method allocates for activations and mutable buffers on the device.
         planned = int(sum(plan.non_const_buffer_sizes))
-        needs = memory.need(
-            edge_program, planned, subject.signature.dim_names if subject.signature else {}, subject.line_of
-        )
-        record = replace(
-            record,
-            pte_bytes=len(pte),
-            planned_memory_bytes=planned,
-            workspace_bytes=needs.workspace if needs.largest is not None else None,
-            memory_dims=memory.dims_text(needs),
-            budget_bytes=subject.budget,
-            model=pte if subject.keep else b"",
-        )
-        where, related, decided = memory.where_decided(needs, subject)
-        what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
-        found = found + _over_budget(needs, subject, where, related, what)
-        if subject.memory_mb is not None and memory.over_cap(needs, subject.memory_mb, memory.resident_bytes()):
+        record = replace(record, pte_bytes=len(pte), model=pte if subject.keep else b"")
+        record, more, place = _weigh(record, needs, planned, subject)
+        found = found + more
+        full = replace(needs, planned=planned) if needs is not None else None
+        if full is not None and place is not None and subject.memory_mb is not None and memory.over_cap(full, subject.memory_mb):
             # Run, it would take the job past its cap and be killed: said instead, where it is decided.
-            message = _over_cap_message(needs, subject.memory_mb, what)
-            skipped = f"it needs at least {size_text(needs.total)} to run, more than the job's memory cap of {subject.memory_mb} MB (`memory_mb`) leaves"
-            return Lowered(
-                replace(record, status="not-run", skipped=skipped),
-                found + [Diagnostic.at(memory.MEMORY, message, where, subject.name, related)],
-            )
+            what, where, related, _ = place
+            message = _over_cap_message(full, subject.memory_mb, what)
+            skipped = f"it needs at least {size_text(full.total)} to run, more than this job's memory cap of {subject.memory_mb} MB (`memory_mb`)"
+            return Lowered(replace(record, status="not-run", skipped=skipped), found + [Diagnostic.at(memory.MEMORY, message, where, subject.name, related)])
         # The method returns the user outputs in the exported program's order (a
         # constant, ``None``, too); the edge passes rename their nodes, so they go by
         # the export's names.
         names = tuple(o.name for o in user_outputs(subject.ep))
-        return Lowered(record, found, program, names, (what, where, related, decided))
+        return Lowered(record, found, program, names, place)
 
     def run(self, lowered: Lowered, subject: Subject) -> list[Any]:
         import torch
@@ -160,6 +143,31 @@ class Executorch:
 # -- memory --------------------------------------------------------------------------
 
 
+def _measure(edge_program: Any, subject: Subject) -> memory.Need | None:
+    """What the program needs besides its plan (``memory.need``), or None when that
+    could not be worked out: extra facts, never a reason to lose the lowering."""
+    try:
+        return memory.need(edge_program, None, subject.signature.dim_names if subject.signature else {}, subject.line_of)
+    except Exception:  # noqa: BLE001 - a graph the estimate does not understand: the plan alone is said
+        return None
+
+
+def _weigh(record: Lowering, needs: memory.Need | None, planned: int | None, subject: Subject) -> tuple[Lowering, list[Diagnostic], tuple[str, SourceLine, tuple[Related, ...], bool] | None]:
+    """``record`` with its memory, the ``executorch-over-budget`` finding, and what it
+    needs with where that is decided (``Lowered.needs``), when known."""
+    record = replace(record, planned_memory_bytes=planned, budget_bytes=subject.budget)
+    if needs is None:
+        return record, [], None
+    needs = replace(needs, planned=planned)
+    try:
+        where, related, decided = memory.where_decided(needs, subject)
+    except Exception:  # noqa: BLE001 - the Dims not found in the source: said at the target
+        where, related, decided = subject.candidate.where, (), False
+    what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
+    record = replace(record, workspace_bytes=needs.workspace if needs.largest is not None else None, memory_dims=memory.dims_text(needs))
+    return record, _over_budget(needs, subject, where, related, what), (what, where, related, decided)
+
+
 class _Planned(Exception):
     """Raised by ``_PlanOnly`` once the plan is made: stops ``to_executorch`` before it
     emits the program, which would copy the weights' values."""
@@ -186,7 +194,7 @@ def _plan_only(edge: Any) -> int | None:
     try:
         edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner))
     except _Planned:
-        return int(sum(planner.sizes or ()))
+        return int(sum(planner.sizes)) if planner.sizes else None
     except Exception:  # noqa: BLE001 - a pass that needs values: the plan stays unknown
         return None
     return None
@@ -201,8 +209,8 @@ def _over_cap_message(needs: memory.Need, memory_mb: int, what: str) -> str:
         else "raise `memory_mb` to run it here"
     )
     return (
-        f"the ExecuTorch program needs at least {size_text(needs.total)} to run, more than this job's memory cap of {memory_mb} MB (`memory_mb`) "
-        f"leaves, so it was not run: {what}. ExecuTorch plans its memory, and XNNPACK sizes its workspace, for {at}, "
+        f"the ExecuTorch program needs at least {size_text(needs.total)} to run, more than this job's memory cap of {memory_mb} MB (`memory_mb`), "
+        f"so it was not run: {what}. ExecuTorch plans its memory, and XNNPACK sizes its workspace, for {at}, "
         f"whatever input the device gives it: {ways}"
     )
 
@@ -214,7 +222,7 @@ def _over_budget(
     if subject.budget is None or needs.total <= subject.budget:
         return []
     message = (
-        f"the ExecuTorch program needs {'at least ' if needs.largest is not None else ''}{size_text(needs.total)} to run, over its memory budget of {size_text(subject.budget)} (`memory_budget`): {what}"
+        f"the ExecuTorch program needs {'at least ' if needs.largest is not None or needs.planned is None else ''}{size_text(needs.total)} to run, over its memory budget of {size_text(subject.budget)} (`memory_budget`): {what}"
         + (
             ". Lower those `Dim`s' `max`, or raise the budget"
             if needs.dims

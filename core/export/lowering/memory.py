@@ -53,9 +53,11 @@ class Value:
 class Need:
     """What the program needs to run on a device, at the ``Dim``s' maxima."""
 
-    planned: int  # ExecuTorch's memory plan, bytes
+    planned: int | None  # ExecuTorch's memory plan, bytes; None: not made (fake weights a pass could not plan)
     largest: Value | None  # the largest value inside the XNNPACK delegate; None: nothing delegated
-    dims: tuple[tuple[str, int], ...]  # (the Dim's name, its max) that decide the largest value, declared order
+    # (the Dim's name, its max): those the largest value's shape depends on, in its
+    # shape's order; else every named Dim with a maximum (they size the plan).
+    dims: tuple[tuple[str, int], ...]
 
     @property
     def workspace(self) -> int:
@@ -63,10 +65,11 @@ class Need:
 
     @property
     def total(self) -> int:
-        return self.planned + self.workspace
+        """What it needs at least: the plan (when made) and the workspace."""
+        return (self.planned or 0) + self.workspace
 
 
-def need(edge: Any, planned: int, dim_names: dict[str, str], line_of: Callable[[Any], SourceLine | None]) -> Need:
+def need(edge: Any, planned: int | None, dim_names: dict[str, str], line_of: Callable[[Any], SourceLine | None]) -> Need:
     """The program's ``Need``: ``edge``, its edge program (delegates in it), ``planned``
     its plan's bytes, ``dim_names`` torch's symbols' ``Dim`` names (``{"s77": "batch"}``),
     ``line_of`` a node's user line."""
@@ -76,13 +79,21 @@ def need(edge: Any, planned: int, dim_names: dict[str, str], line_of: Callable[[
         value = _value(node, ranges)
         if value is not None and (largest is None or value.nbytes > largest.nbytes):
             largest = replace(value, where=line_of(node))
+    dims = _named(largest.symbols if largest is not None else (), dim_names, ranges)
+    if not dims:  # nothing delegated, or a value no Dim sizes: the plan is sized at every Dim's maximum
+        dims = _named(tuple(dim_names), dim_names, ranges)
+    return Need(planned, largest, tuple(dims))
+
+
+def _named(symbols: tuple[str, ...], dim_names: dict[str, str], ranges: dict[Any, Any]) -> list[tuple[str, int]]:
+    """``(Dim name, max)`` of the symbols a ``Dim`` named and bounded, once each, in order."""
     dims: list[tuple[str, int]] = []
-    for symbol in largest.symbols if largest is not None else ():
+    for symbol in symbols:
         name = dim_names.get(symbol)
         upper = _upper_of_symbol(symbol, ranges)
         if name and upper is not None and name not in (n for n, _ in dims):
             dims.append((name, upper))
-    return Need(planned, largest, tuple(dims))
+    return dims
 
 
 def _ranges(edge: Any) -> dict[Any, Any]:
@@ -114,7 +125,7 @@ def _delegated_nodes(edge: Any) -> list[Any]:
 
 def _value(node: Any, ranges: dict[Any, Any]) -> Value | None:
     """``node``'s tensor at the maxima (the largest, for an op of several outputs);
-    None when it makes no tensor or a size has no finite maximum."""
+    None when it makes no tensor whose every size has a finite maximum."""
     import torch
 
     from exportlens.core.export.lowering import nodes
@@ -128,9 +139,11 @@ def _value(node: Any, ranges: dict[Any, Any]) -> Value | None:
         for size in t.shape:
             upper = _upper(size, ranges)
             if upper is None:
-                return None
+                break
             shape.append(upper)
             symbols += [str(s) for s in _free_symbols(size)]
+        if len(shape) != t.dim():
+            continue  # a size without a maximum (an unbacked one): this tensor is not counted
         nbytes = math.prod(shape) * t.element_size()
         if best is None or nbytes > best.nbytes:
             op = (
@@ -185,7 +198,7 @@ def what_it_needs(found: Need, file: str) -> str:
     """The sentence of facts: ``its memory plan is 1.1 GB and XNNPACK holds at least
     8.0 GB for its largest value, `aten::convolution` of [32, 64, 1024, 1024] float32
     (sr.py:22)``; ``file``: the target's file, where a line without a path is."""
-    text = f"its memory plan is {size_text(found.planned)}"
+    text = f"its memory plan is {size_text(found.planned)}" if found.planned is not None else "its memory plan was not made"
     if found.largest is not None:
         v = found.largest
         at = f" ({os.path.basename(v.where.path or file)}:{v.where.line})" if v.where is not None else ""
@@ -215,10 +228,11 @@ def where_decided(found: Need, subject: Any) -> tuple[SourceLine, tuple[Related,
     return subject.candidate.where, (), False
 
 
-def over_cap(found: Need, memory_mb: int, resident: int) -> bool:
-    """Whether running the program would take the job past its memory cap: what it
-    needs on top of what the job holds now."""
-    return resident + found.total > memory_mb * 1024 * 1024
+def over_cap(found: Need, memory_mb: int) -> bool:
+    """Whether the program needs more than the job's memory cap, which the job's own
+    memory (torch, the model) comes on top of: running it would only be killed. Said
+    from the program alone, so a fresh export always says the same."""
+    return found.total > memory_mb * 1024 * 1024
 
 
 def resident_bytes() -> int:

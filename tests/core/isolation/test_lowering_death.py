@@ -8,15 +8,19 @@ the export, which is what weights could change, already finished."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from pathlib import Path
 
+from exportlens.core.cache.policy import cacheable
 from exportlens.core.isolation.attempts import run_request
+from exportlens.core.isolation.failure import Failure, lowering_failure
 from exportlens.core.isolation.pipes import Tail
 from exportlens.core.isolation.supervise import Attempt, on_event
 from exportlens.core.model.events import LoweringState, TargetBegins, TargetDone, TargetExported, TargetsFound
 from exportlens.core.model.lowering import Lowering
 from exportlens.core.model.request import ExportRequest, Limits
-from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetDecl, TargetResult
+from exportlens.core.model.results import JOB_DIED, Diagnostic, FileResult, Related, TargetDecl, TargetResult
 from exportlens.core.model.signature import ArgSpec, InputSpec, OutputSpec, Signature, SourceLine
 
 PATH = "/nowhere/model.py"
@@ -96,3 +100,30 @@ def test_a_timeout_before_lowering_said_how_far_it_came_is_at_the_target() -> No
     died = result.diagnostics[-1]
     assert (died.code, died.line) == ("lowering/onnx-error", 11)
     assert "took longer than the 60 s a target may take" in died.message and "while lowering to ONNX" in died.message
+
+
+def test_a_crash_at_the_dims_step_is_at_the_line_it_crashed_not_the_dims() -> None:
+    # The Dims decide how much memory the run takes, not whether it crashes.
+    result, _ = _run(_pending(decided=True), "worker-crash", "with SIGSEGV (segmentation fault)")
+    died = result.diagnostics[-1]
+    assert (died.code, died.line, died.path) == ("lowering/executorch-error", 11, None)
+
+
+def test_a_death_in_another_file_of_the_project_is_placed_in_that_file(tmp_path: Path) -> None:
+    helper = tmp_path / "helpers.py"
+    helper.write_text("def f():\n    pass\n\n\ndef g(x):\n    return x.hog()\n")
+    dump = f'Current thread:\n  File "{helper}", line 6 in g\n  File "/x/job.py", line 3 in run\n'
+    request = replace(REQUEST, root=str(tmp_path), path=str(tmp_path / "model.py"))
+    exported = (replace(EXPORTED), [TRAINING])
+    result, found = lowering_failure(request, Failure("timeout", "Net", dump=dump), exported, LoweringState("Net", (BUILT,), (), None))
+    assert result.status == "ok"
+    died = found[-1]
+    assert (died.code, died.path, died.line) == ("lowering/executorch-error", os.path.realpath(helper), 6)
+
+
+def test_a_lowering_death_is_never_cached() -> None:
+    result, _ = _run(_pending(decided=True), "out-of-memory")
+    assert result.diagnostics[-1].fact(JOB_DIED) == "out-of-memory"
+    assert not cacheable(result)
+    # The same result without the death is cacheable: the fact alone decides.
+    assert cacheable(replace(result, diagnostics=result.diagnostics[:-1]))
