@@ -1,0 +1,36 @@
+"""The docs site builds from the repository with warnings as errors (``mkdocs build
+--strict``: every page in the nav, every link and anchor resolving), and every page of
+docs/ is in its nav, so none is left unreachable."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
+    built = tmp_path / "site"
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        name = "" if page.stem == "index" else page.stem + "/"
+        assert (built / name / "index.html").is_file(), page.name
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = re.findall(r":\s*([\w./-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(nav) == pages
