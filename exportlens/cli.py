@@ -51,7 +51,7 @@ EXAMPLES = """examples:
   python -P -m exportlens serve             the language server on stdio, for any LSP editor
 
 colour: on a terminal; NO_COLOR=1 turns it off, FORCE_COLOR=1 on.
-docs: README.md, docs/contract.md, docs/editors.md"""
+docs: README.md, docs/getting-started.md, docs/contract.md, docs/editors.md"""
 
 
 def _parser() -> argparse.ArgumentParser:
