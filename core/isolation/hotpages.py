@@ -17,7 +17,7 @@ them instead of exporting. A tiny export does not write what a real model's does
 (transformers' modules, the operators and cache entries of a BERT: ~11,000 faults, ~40
 ms of a tiny BERT's save), so jobs teach it the rest: a standby that warmed by hot
 pages reads its pagemap before it takes a request, and its job, when it copied more
-than ``LEARN_FAULTS`` pages (faults that added no anonymous resident page), reads it again before it sends its result (~7 ms) and
+than ``LEARN_FAULTS`` pages (faults that added no anonymous resident page), reads it again after it sent its result (~7 ms, off the save's path: ``jobprocess._lessons``) and
 hands the pages it copied to the zygote, which adds them to the list (``merge``) for
 the standbys forked after. A file whose job had little to tell (its pages known, or its
 faults on fresh memory that no list can spare) is not asked again for its next saves

@@ -40,11 +40,13 @@ job process -> zygote (a pipe per job)
                       now (kept if the job dies while lowering)
     ``LoweringState`` how far its lowering came, and what to say if it dies there
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
-    ``Imported``      before its result: the library modules it imported (for the
-                      worker to preload) and the preloaded libraries the model used
-    ``FakeCache``     before its result, when its export added entries to the
-                      fake-tensor dispatch cache: the calls that did (``fakecache``)
-    ``JobResult``     once, last: the file's result
+    ``JobResult``     once: the file's result; the worker sends it on at once
+    then the lessons, which only speed later jobs (``jobprocess._lessons``):
+    ``Imported``      the library modules it imported (for the worker to preload)
+                      and the preloaded libraries the model used
+    ``FakeCache``     when its export added entries to the fake-tensor dispatch
+                      cache: the calls that did (``fakecache``)
+    ``Taught``        last: it wrote all it will (``supervise.read_lessons``)
 """
 
 from __future__ import annotations

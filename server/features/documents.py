@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -45,7 +46,7 @@ def guarded(what: str) -> Callable[[F], F]:
     """Log a handler's exception instead of letting it escape (sync or async handler)."""
 
     def wrap(fn: F) -> F:
-        if asyncio.iscoroutinefunction(fn):
+        if inspect.iscoroutinefunction(fn):  # asyncio's is deprecated from Python 3.14
 
             @functools.wraps(fn)
             async def run_async(ls: Host, *args: Any) -> Any:
