@@ -166,8 +166,16 @@ def _finish(request: ExportRequest, merged: Merged, last: FileResult, tail: Tail
         targets.setdefault(t.name, t)
     order = {d.name: i for i, d in enumerate(merged.decls or ())}
     ordered = sorted(targets.values(), key=lambda t: order.get(t.name, len(order)))
-    index = _index_of(request) if merged.diagnostics else None
-    own = tuple(complete_range(d, index if d.path in (None, request.path) else _index_of(replace(request, path=d.path, source=dict(request.overlays).get(d.path)))) for d in merged.diagnostics) if index else ()
+    # Each file's index once: the model file's, and another project file's a diagnostic stands in.
+    indexes: dict[str | None, SourceIndex] = {}
+
+    def index_of(path: str | None) -> SourceIndex:
+        key = None if path in (None, request.path) else path
+        if key not in indexes:
+            indexes[key] = _index_of(request if key is None else replace(request, path=key, source=dict(request.overlays).get(key)))
+        return indexes[key]
+
+    own = tuple(complete_range(d, index_of(d.path)) for d in merged.diagnostics)
     return FileResult(
         path=last.path or request.path,
         diagnostics=own + tuple(last.diagnostics),

@@ -54,7 +54,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, Union
+from typing import Any, BinaryIO, ClassVar, Union, get_args
 
 import msgpack
 
@@ -219,25 +219,8 @@ FromJob = Union[
 ]
 Message = Union[ToWorker, FromWorker, FromJob]
 
-_BY_TAG: dict[str, type[Any]] = {
-    cls.TAG: cls
-    for cls in (
-        *(Export, Cancel, Exit, WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring),
-        *(
-            StandbyWarm,
-            TargetsFound,
-            TargetBegins,
-            Phase,
-            TargetExported,
-            LoweringState,
-            TargetDone,
-            Imported,
-            FakeCache,
-            JobResult,
-            Taught,
-        ),
-    )
-}
+# Every message class, from the unions above: a new message is named once.
+_BY_TAG: dict[str, type[Any]] = {cls.TAG: cls for cls in (*get_args(ToWorker), *get_args(FromWorker), *get_args(FromJob))}
 
 
 # ---------------------------------------------------------------- frames

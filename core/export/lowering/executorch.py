@@ -35,8 +35,8 @@ from exportlens.core.export.lowering import memory, nodes, randomness
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
 from exportlens.core.export.lowering.outputs import user_outputs
 from exportlens.core.export.weights import values_real
-from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering, size_text
-from exportlens.core.model.results import Diagnostic, Related
+from exportlens.core.model.lowering import EXECUTORCH_INSTALL, EXECUTORCH_PACKAGES, Lowering
+from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
 
 ERROR = "lowering/executorch-error"
@@ -73,12 +73,12 @@ class Executorch:
             coverage, found = _coverage(edge.exported_program(), subject)
             record = replace(record, **coverage)
             # Before ``to_executorch``, whose passes rewrite the edge program's graph.
-            needs = _measure(edge.exported_program(), subject)
+            needs = memory.measure(edge.exported_program(), subject)
             if fake:
                 # The plan needs no values: ExecuTorch's passes and planner, stopped before
                 # the emitter; made with the stand-in delegate, not XNNPACK's compiled one.
                 planned = _plan_only(edge)
-                record, more, _ = _weigh(record, needs, planned, subject)
+                record, more, _ = memory.weigh(record, needs, planned, subject)
                 made = "the edge program, its XNNPACK partition and its memory plan need" if planned is not None else "the edge program and its XNNPACK partition need"
                 skipped = f"built with fake weights: {made} no values, but the .pte was not built, run or compared with eager"
                 if subject.keep:
@@ -96,15 +96,13 @@ class Executorch:
         # method allocates for activations and mutable buffers on the device.
         planned = int(sum(plan.non_const_buffer_sizes))
         record = replace(record, pte_bytes=len(pte), model=pte if subject.keep else b"")
-        record, more, place = _weigh(record, needs, planned, subject)
+        record, more, place = memory.weigh(record, needs, planned, subject)
         found = found + more
-        full = replace(needs, planned=planned) if needs is not None else None
-        if full is not None and place is not None and subject.memory_mb is not None and memory.over_cap(full, subject.memory_mb):
+        finding = memory.over_cap_finding(replace(needs, planned=planned), subject, place) if needs is not None and place is not None else None
+        if finding is not None:
             # Run, it would take the job past its cap and be killed: said instead, where it is decided.
-            what, where, related, _ = place
-            message = _over_cap_message(full, subject.memory_mb, what)
-            skipped = f"it needs at least {size_text(full.total)} to run, more than this job's memory cap of {subject.memory_mb} MB (`memory_mb`)"
-            return Lowered(replace(record, status="not-run", skipped=skipped), found + [Diagnostic.at(memory.MEMORY, message, where, subject.name, related)])
+            skipped, warning = finding
+            return Lowered(replace(record, status="not-run", skipped=skipped), found + [warning])
         # The method returns the user outputs in the exported program's order (a
         # constant, ``None``, too); the edge passes rename their nodes, so they go by
         # the export's names.
@@ -143,31 +141,6 @@ class Executorch:
 # -- memory --------------------------------------------------------------------------
 
 
-def _measure(edge_program: Any, subject: Subject) -> memory.Need | None:
-    """What the program needs besides its plan (``memory.need``), or None when that
-    could not be worked out: extra facts, never a reason to lose the lowering."""
-    try:
-        return memory.need(edge_program, None, subject.signature.dim_names if subject.signature else {}, subject.line_of)
-    except Exception:  # noqa: BLE001 - a graph the estimate does not understand: the plan alone is said
-        return None
-
-
-def _weigh(record: Lowering, needs: memory.Need | None, planned: int | None, subject: Subject) -> tuple[Lowering, list[Diagnostic], tuple[str, SourceLine, tuple[Related, ...], bool] | None]:
-    """``record`` with its memory, the ``executorch-over-budget`` finding, and what it
-    needs with where that is decided (``Lowered.needs``), when known."""
-    record = replace(record, planned_memory_bytes=planned, budget_bytes=subject.budget)
-    if needs is None:
-        return record, [], None
-    needs = replace(needs, planned=planned)
-    try:
-        where, related, decided = memory.where_decided(needs, subject)
-    except Exception:  # noqa: BLE001 - the Dims not found in the source: said at the target
-        where, related, decided = subject.candidate.where, (), False
-    what = memory.what_it_needs(needs, subject.loaded.path) + (f", at {memory.dims_text(needs)}" if needs.dims else "")
-    record = replace(record, workspace_bytes=needs.workspace if needs.largest is not None else None, memory_dims=memory.dims_text(needs))
-    return record, _over_budget(needs, subject, where, related, what), (what, where, related, decided)
-
-
 class _Planned(Exception):
     """Raised by ``_PlanOnly`` once the plan is made: stops ``to_executorch`` before it
     emits the program, which would copy the weights' values."""
@@ -198,38 +171,6 @@ def _plan_only(edge: Any) -> int | None:
     except Exception:  # noqa: BLE001 - a pass that needs values: the plan stays unknown
         return None
     return None
-
-
-def _over_cap_message(needs: memory.Need, memory_mb: int, what: str) -> str:
-    """Why the program was not run: what it needs, where, and the ways out."""
-    at = "the largest shapes its `Dim`s allow" if needs.dims else "its shapes"
-    ways = (
-        "lower those `Dim`s' `max` to the largest input you deploy, or raise `memory_mb` to run it here"
-        if needs.dims
-        else "raise `memory_mb` to run it here"
-    )
-    return (
-        f"the ExecuTorch program needs at least {size_text(needs.total)} to run, more than this job's memory cap of {memory_mb} MB (`memory_mb`), "
-        f"so it was not run: {what}. ExecuTorch plans its memory, and XNNPACK sizes its workspace, for {at}, "
-        f"whatever input the device gives it: {ways}"
-    )
-
-
-def _over_budget(
-    needs: memory.Need, subject: Subject, where: SourceLine, related: tuple[Related, ...], what: str
-) -> list[Diagnostic]:
-    """``executorch-over-budget`` when the program needs more than its budget."""
-    if subject.budget is None or needs.total <= subject.budget:
-        return []
-    message = (
-        f"the ExecuTorch program needs {'at least ' if needs.largest is not None or needs.planned is None else ''}{size_text(needs.total)} to run, over its memory budget of {size_text(subject.budget)} (`memory_budget`): {what}"
-        + (
-            ". Lower those `Dim`s' `max`, or raise the budget"
-            if needs.dims
-            else ". Make its tensors smaller, or raise the budget"
-        )
-    )
-    return [Diagnostic.at(memory.OVER_BUDGET, message, where, subject.name, related)]
 
 
 # -- fake weights: partition without compiling ----------------------------------------
@@ -305,7 +246,7 @@ def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnos
     graph_module = edge.graph_module
     delegated = 0
     outside = []
-    for module in _graph_modules(graph_module):
+    for module in nodes.graph_modules(graph_module):
         for node in module.graph.nodes:
             if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
                 lowered = getattr(module, node.args[0].target)
@@ -335,17 +276,6 @@ def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnos
         "fallback_ops": tuple(sorted({nodes.op_name(n.target) for n in outside})),
     }
     return coverage, found
-
-
-def _graph_modules(root: Any) -> list[Any]:
-    """The program's graph module and those of its control-flow branches."""
-    import torch
-
-    out = [root]
-    for _, child in root.named_children():
-        if isinstance(child, torch.fx.GraphModule):
-            out.extend(_graph_modules(child))
-    return out
 
 
 def _not_delegated(ops: list[str], *, unplaced: int = 0) -> str:

@@ -15,9 +15,10 @@ and is knowable before anything runs:
   ``Dim``s' maxima, which its workspace holds at least;
 - the ``Dim``s whose maxima make that value as large as it is, and their maxima.
 
-``Need`` carries them; ``executorch.py`` fills the record and says, at the ``Dim``
-declaration, when they exceed the job's memory cap (not run: it would be killed) or
-the project's budget. Runs in the job process (torch).
+``Need`` carries them. ``weigh`` puts them in the lowering's record and says, at the
+``Dim`` declaration, when they exceed the budget (``executorch-over-budget``);
+``over_cap_finding`` when they exceed the job's memory cap (``executorch-memory``: not
+run, it would be killed). ``executorch.py`` calls both. Runs in the job process (torch).
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exportlens.core.export.explain import target_extent
-from exportlens.core.model.lowering import size_text
-from exportlens.core.model.results import Related
+from exportlens.core.export.lowering import nodes
+from exportlens.core.model.lowering import Lowering, size_text
+from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
+
+if TYPE_CHECKING:
+    from exportlens.core.export.lowering.destination import Subject
 
 MEMORY = "lowering/executorch-memory"
 OVER_BUDGET = "lowering/executorch-over-budget"
@@ -105,15 +110,8 @@ def _ranges(edge: Any) -> dict[Any, Any]:
 
 def _delegated_nodes(edge: Any) -> list[Any]:
     """The nodes computing inside each XNNPACK delegate of ``edge`` (its branches too)."""
-    import torch
-
     out: list[Any] = []
-    modules = [edge.graph_module]
-    while modules:
-        module = modules.pop()
-        for _, child in module.named_children():
-            if isinstance(child, torch.fx.GraphModule):
-                modules.append(child)
+    for module in nodes.graph_modules(edge.graph_module):
         for node in module.graph.nodes:
             if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
                 lowered = getattr(module, node.args[0].target, None)
@@ -127,8 +125,6 @@ def _value(node: Any, ranges: dict[Any, Any]) -> Value | None:
     """``node``'s tensor at the maxima (the largest, for an op of several outputs);
     None when it makes no tensor whose every size has a finite maximum."""
     import torch
-
-    from exportlens.core.export.lowering import nodes
 
     val = node.meta.get("val")
     tensors = [v for v in (val if isinstance(val, (tuple, list)) else (val,)) if isinstance(v, torch.Tensor)]
@@ -265,3 +261,68 @@ def peak_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+# -- what the lowering says of it ----------------------------------------------------
+
+# What running the program needs and where that is decided (``Lowered.needs``):
+# (the facts, where, related Dims, whether at the Dims).
+Place = tuple[str, SourceLine, tuple[Related, ...], bool]
+
+
+def measure(edge_program: Any, subject: Subject) -> Need | None:
+    """What the program needs besides its plan (``need``), or None when that
+    could not be worked out: extra facts, never a reason to lose the lowering."""
+    try:
+        return need(edge_program, None, subject.signature.dim_names if subject.signature else {}, subject.line_of)
+    except Exception:  # noqa: BLE001 - a graph the estimate does not understand: the plan alone is said
+        return None
+
+
+def weigh(record: Lowering, needs: Need | None, planned: int | None, subject: Subject) -> tuple[Lowering, list[Diagnostic], Place | None]:
+    """``record`` with its memory, the ``executorch-over-budget`` finding, and what it
+    needs with where that is decided (``Lowered.needs``), when known."""
+    record = replace(record, planned_memory_bytes=planned, budget_bytes=subject.budget)
+    if needs is None:
+        return record, [], None
+    needs = replace(needs, planned=planned)
+    try:
+        where, related, decided = where_decided(needs, subject)
+    except Exception:  # noqa: BLE001 - the Dims not found in the source: said at the target
+        where, related, decided = subject.candidate.where, (), False
+    what = what_it_needs(needs, subject.loaded.path) + (f", at {dims_text(needs)}" if needs.dims else "")
+    record = replace(record, workspace_bytes=needs.workspace if needs.largest is not None else None, memory_dims=dims_text(needs))
+    return record, _over_budget(needs, subject, where, related, what), (what, where, related, decided)
+
+
+def _over_cap_message(needs: Need, memory_mb: int, what: str) -> str:
+    """Why the program was not run: what it needs, where, and the ways out."""
+    at = "the largest shapes its `Dim`s allow" if needs.dims else "its shapes"
+    ways = "lower those `Dim`s' `max` to the largest input you deploy, or raise `memory_mb` to run it here" if needs.dims else "raise `memory_mb` to run it here"
+    return (
+        f"the ExecuTorch program needs at least {size_text(needs.total)} to run, more than this job's memory cap of {memory_mb} MB (`memory_mb`), "
+        f"so it was not run: {what}. ExecuTorch plans its memory, and XNNPACK sizes its workspace, for {at}, "
+        f"whatever input the device gives it: {ways}"
+    )
+
+
+def _over_budget(needs: Need, subject: Subject, where: SourceLine, related: tuple[Related, ...], what: str) -> list[Diagnostic]:
+    """``executorch-over-budget`` when the program needs more than its budget."""
+    if subject.budget is None or needs.total <= subject.budget:
+        return []
+    message = (
+        f"the ExecuTorch program needs {'at least ' if needs.largest is not None or needs.planned is None else ''}{size_text(needs.total)} to run, over its memory budget of {size_text(subject.budget)} (`memory_budget`): {what}"
+        + (". Lower those `Dim`s' `max`, or raise the budget" if needs.dims else ". Make its tensors smaller, or raise the budget")
+    )
+    return [Diagnostic.at(OVER_BUDGET, message, where, subject.name, related)]
+
+
+def over_cap_finding(needs: Need, subject: Subject, place: Place) -> tuple[str, Diagnostic] | None:
+    """When the program needs more than the job's memory cap (``over_cap``): why it is
+    not run (the record's ``skipped``) and the ``executorch-memory`` warning, where it
+    is decided; else None."""
+    if subject.memory_mb is None or not over_cap(needs, subject.memory_mb):
+        return None
+    what, where, related, _ = place
+    skipped = f"it needs at least {size_text(needs.total)} to run, more than this job's memory cap of {subject.memory_mb} MB (`memory_mb`)"
+    return skipped, Diagnostic.at(MEMORY, _over_cap_message(needs, subject.memory_mb, what), where, subject.name, related)

@@ -81,3 +81,14 @@ def text(e: BaseException) -> str:
     if len(message) > _MESSAGE_MAX:
         message = message[:_MESSAGE_MAX] + " ..."
     return f"{type(e).__name__}: {message}" if message else type(e).__name__
+
+
+def graph_modules(root: Any) -> list[Any]:
+    """The program's graph module and those of its control-flow branches."""
+    import torch
+
+    out = [root]
+    for _, child in root.named_children():
+        if isinstance(child, torch.fx.GraphModule):
+            out.extend(graph_modules(child))
+    return out
