@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from exportlens.cells import Cells
 from exportlens.core.fixes import Fix, apply
 from exportlens.core.fixes.model import TextEdit
 from exportlens.core.fixes.verified import Offered, has_candidates, overlap, verify
@@ -88,16 +89,21 @@ def find(results: Iterable[FileResult], pipeline: Pipeline) -> Found:
     return found
 
 
-def fix_json(fix: Fix, shown: Any) -> dict[str, Any]:
-    """A fix in ``--format json``: edits with their file written as ``path`` is."""
-    return {
-        "title": fix.title,
-        "preferred": fix.preferred,
-        "edits": [
-            {"path": shown(e.path) if e.path else None, "line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column, "new_text": e.new_text}
-            for e in fix.edits
-        ],
-    }
+def fix_json(fix: Fix, shown: Any, result_path: str | None = None) -> dict[str, Any]:
+    """A fix in ``--format json``: edits with their file written as ``path`` is; an
+    edit of a notebook (``result_path``'s own, or its ``path``) counts its lines in
+    the cell ``cell`` names."""
+    cells = Cells()
+    edits = []
+    for e in fix.edits:
+        out: dict[str, Any] = {"path": shown(e.path) if e.path else None, "line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column, "new_text": e.new_text}
+        file = e.path or result_path
+        cell, line = cells.place(file, e.line) if file else (None, e.line)
+        end_cell, end_line = cells.place(file, e.end_line) if file else (None, e.end_line)
+        if cell is not None and end_cell == cell:
+            out.update(line=line, end_line=end_line, cell=cell)
+        edits.append(out)
+    return {"title": fix.title, "preferred": fix.preferred, "edits": edits}
 
 
 def chosen(found: Found, *, unsafe: bool) -> list[Fix]:

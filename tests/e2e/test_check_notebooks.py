@@ -40,6 +40,9 @@ def test_json_places_each_diagnostic_and_target_in_its_cell(project: Path) -> No
     [file] = json.loads(proc.stdout)["files"]
     [d] = file["diagnostics"]
     assert (d["code"], d["cell"], d["line"], d["column"], d["end_line"]) == ("data-dependent", HELPER_CELL, HELPER_LINE, 5, HELPER_LINE)
+    # Its verified fix edits the helper's cell, at lines counted in that cell.
+    [edit] = d["fixes"][0]["edits"]
+    assert (edit["path"], edit["cell"], edit["line"]) == ("nb.ipynb", HELPER_CELL, HELPER_LINE)
     [target] = file["targets"]
     assert (target["name"], target["cell"], target["line"], target["status"]) == ("Net", MODEL_CELL, 1, "error")
     assert not (project / "TRAINED").exists()  # the training cell after the model never ran
