@@ -26,6 +26,7 @@ from exportlens.core.watch import changed_since
 from exportlens.server import indexes, overlays, pyproject_view, runner, verification, views
 from exportlens.server.features import diagnostics, graph, untrusted
 from exportlens.server.positions import split_lines
+from exportlens.server.state import Mode
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -59,7 +60,8 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     if not declares_targets(state.path, text):
         # Not a model file (or no longer one): what the targets that import it found here.
         if state.declares:
-            state.declares, state.result, state.index, state.hints = False, None, None, None
+            state.enter(Mode.IDLE, "declares no target any more")
+            state.drop_result()
             state.result_lines, state.result_version = split_lines(text), version
             diagnostics.publish(server, state)
         await views.show_module(server, state, generation)
@@ -68,7 +70,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     if unsupported is not None:
         _hold_for_torch(server, state, unsupported, text, version)
         return
-    state.declares, state.view = True, False
+    state.enter(Mode.MODEL, "declares targets")
     pipeline = server.pipeline  # one pipeline for lookup and store, even if settings change meanwhile
     # The project's other open modules as their buffers hold them (``overlays``).
     request = pipeline.request(state.path, id=server.bridge.next_id(), source=text, overlays=await overlays.for_export(server, state.path))
@@ -109,8 +111,8 @@ def _hold_for_torch(server: Host, state: DocumentState, message: str, text: str,
     ``unsupported-torch`` error on line 1 instead of a result no tested torch made, and
     one message box. The next export probes again, so installing a supported torch
     and saving (or ``exportlens.reexport``) is enough."""
-    state.declares, state.view = True, False
-    state.result, state.index, state.hints, state.from_cache = None, None, None, False
+    state.enter(Mode.MODEL, "declares targets; the environment's torch is unsupported")
+    state.drop_result()
     state.result_lines, state.result_version = split_lines(text), version
     state.notice = Diagnostic(code="unsupported-torch", message=message, line=1)
     diagnostics.publish(server, state)

@@ -61,9 +61,16 @@ class NotebookView:
         return (uri, found[1] - 1) if uri is not None else None
 
 
-def build(notebook: types.NotebookDocument, texts: dict[str, str], path: str) -> NotebookView:
-    """The view of a synced notebook; ``texts``: each cell document's text by URI."""
-    cells = [Cell("code" if c.kind == types.NotebookCellKind.Code else "markdown", texts.get(c.document, "")) for c in notebook.cells]
+def build(notebook: types.NotebookDocument, texts: dict[str, tuple[str, str | None]], path: str) -> NotebookView:
+    """The view of a synced notebook; ``texts``: each cell document's text and
+    language by URI. A code cell in another language than Python does not run."""
+
+    def kind(cell: types.NotebookCell, language: str | None) -> str:
+        if cell.kind != types.NotebookCellKind.Code:
+            return "markdown"
+        return "code" if language in (None, "python") else "raw"
+
+    cells = [Cell(kind(c, texts.get(c.document, ("", None))[1]), texts.get(c.document, ("", None))[0]) for c in notebook.cells]
     module = notebooks.module_of(cells, notebooks.pyproject_names(path))
     return NotebookView(notebook.uri, path, [c.document for c in notebook.cells], module)
 
@@ -90,11 +97,11 @@ class _Mover:
     range, a hint's position) belongs to the asking cell; one with the module's URI
     (a related location, an edit) goes to the cell its line is in."""
 
-    def __init__(self, view: NotebookView, cell_uri: str) -> None:
-        self.view, self.cell_uri = view, cell_uri
+    def __init__(self, notebook: NotebookView, cell_uri: str) -> None:
+        self.notebook, self.cell_uri = notebook, cell_uri
 
     def _here(self, line0: int) -> int | None:
-        found = self.view.place(line0)
+        found = self.notebook.place(line0)
         return found[1] if found is not None and found[0] == self.cell_uri else None
 
     def move(self, value: Any) -> Any:
@@ -121,7 +128,7 @@ class _Mover:
             return self._workspace_edit(value)
         uri = getattr(value, "uri", None)
         if isinstance(uri, str):
-            if uri != self.view.uri:
+            if uri != self.notebook.uri:
                 return value  # a place in another file stays as it is
             if isinstance(getattr(value, "range", None), types.Range):
                 return self._located(value)
@@ -141,14 +148,14 @@ class _Mover:
         """Edits of the module become edits of the cells their lines are in."""
         changes = None
         if edit.changes is not None:
-            changes = {k: v for k, v in edit.changes.items() if k != self.view.uri}
-            for cell, edits in self._by_cell(list(edit.changes.get(self.view.uri, []))).items():
+            changes = {k: v for k, v in edit.changes.items() if k != self.notebook.uri}
+            for cell, edits in self._by_cell(list(edit.changes.get(self.notebook.uri, []))).items():
                 changes[cell] = [*changes.get(cell, []), *edits]
         document_changes: list[Any] | None = None
         if edit.document_changes is not None:
             document_changes = []
             for change in edit.document_changes:
-                if isinstance(change, types.TextDocumentEdit) and change.text_document.uri == self.view.uri:
+                if isinstance(change, types.TextDocumentEdit) and change.text_document.uri == self.notebook.uri:
                     for cell, edits in self._by_cell([e for e in change.edits if isinstance(e, types.TextEdit)]).items():
                         document_changes.append(types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=cell, version=None), edits=list(edits)))
                 else:
@@ -158,7 +165,7 @@ class _Mover:
     def _by_cell(self, edits: list[types.TextEdit]) -> dict[str, list[types.TextEdit]]:
         out: dict[str, list[types.TextEdit]] = {}
         for e in edits:
-            found = self.view.place(e.range.start.line)
+            found = self.notebook.place(e.range.start.line)
             if found is None:
                 continue
             shift = found[1] - e.range.start.line
@@ -168,7 +175,7 @@ class _Mover:
 
     def _located(self, value: Any) -> Any:
         """A location in the module (``uri`` + ``range``) moved to its own cell."""
-        found = self.view.place(value.range.start.line)
+        found = self.notebook.place(value.range.start.line)
         if found is None:
             return _ELSEWHERE
         uri, line = found

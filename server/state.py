@@ -1,8 +1,16 @@
-"""What the server knows about one open document."""
+"""What the server knows about one open document.
+
+A document is in one ``Mode`` at a time; ``DocumentState.enter`` is the one place
+that changes it, and it logs each change with its reason (as esbonio's
+``_set_state`` does), so a document's story can be read from the server's log. The
+result shown and what was built from it are dropped together by ``drop_result``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import enum
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +18,17 @@ from lsprotocol import types
 
 from exportlens.core.fixes.verified import Offered
 from exportlens.core.model.results import Diagnostic, FileResult
+
+log = logging.getLogger(__name__)
+
+
+class Mode(enum.Enum):
+    """What a document's ``result`` is."""
+
+    IDLE = "idle"  # nothing yet, or a file that declares no target and that no target runs
+    MODEL = "model"  # declares targets: its export's result, or a notice says why it has none
+    VIEW = "view"  # declares none: the view of the targets that import it (``views``)
+    PYPROJECT = "pyproject"  # a pyproject.toml: its declarations' problems (``pyproject_view``)
 
 
 @dataclass(frozen=True)
@@ -39,9 +58,7 @@ class DocumentState:
     index: Any = None
     hints: Any = None  # the inlay hints for ``result`` (features/hints.HintIndex), built with ``index``
     index_task: asyncio.Future[None] | None = None  # the asyncio.Task building ``index``; a hover may wait for it
-    declares: bool = False  # the buffer declares targets (else nothing is exported)
-    view: bool = False  # declares none: ``result`` is the view of the targets that import it
-    pyproject: bool = False  # a pyproject.toml: ``result`` holds its declarations' problems (``pyproject_view``)
+    mode: Mode = Mode.IDLE  # changed by ``enter`` alone
     # The token key of the text ``result`` was made from (None: it reads its own
     # source, or does not tokenize), for the result it was computed for.
     result_tokens: tuple[FileResult, str | None] | None = None
@@ -54,6 +71,29 @@ class DocumentState:
     fixes: list[Offered] = field(default_factory=list)
     fixes_for: FileResult | None = None
     fixing: asyncio.Future[None] | None = None
+
+    @property
+    def declares(self) -> bool:
+        """The buffer declares targets (else nothing is exported)."""
+        return self.mode is Mode.MODEL
+
+    @property
+    def view(self) -> bool:
+        return self.mode is Mode.VIEW
+
+    @property
+    def pyproject(self) -> bool:
+        return self.mode is Mode.PYPROJECT
+
+    def enter(self, mode: Mode, why: str) -> None:
+        """The one place a document's mode changes; each change is logged with ``why``."""
+        if mode is not self.mode:
+            log.info("%s: %s -> %s (%s)", self.uri, self.mode.value, mode.value, why)
+            self.mode = mode
+
+    def drop_result(self) -> None:
+        """Show no result: drop it with what was built from it (its index and hints)."""
+        self.result, self.index, self.hints, self.from_cache, self.from_store = None, None, None, False, False
 
     def line_unchanged(self, current: list[str], line: int) -> bool:
         """Whether 0-based ``line`` of the buffer (``current``) is still the text the

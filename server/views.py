@@ -35,6 +35,7 @@ from exportlens.core.project.importers import model_files_importing
 from exportlens.server import indexes, overlays, runner, verification
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
+from exportlens.server.state import Mode
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -92,8 +93,9 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
         view = None  # no target runs this file: nothing to show, as for any other file
     # Only a view that shows something makes this a model module: a plain file whose
     # run found nothing is idle, also while a later run (a save, a change on disk) looks again.
-    state.view = view is not None
-    state.result, state.from_cache, state.index, state.hints = view, not exported, None, None
+    state.enter(Mode.VIEW if view is not None else Mode.IDLE, "targets that import it ran it" if view is not None else "no target runs it")
+    state.drop_result()
+    state.result, state.from_cache = view, not exported
     if view is None:
         if had:
             state.result_lines = split_lines(text)

@@ -31,7 +31,7 @@ from exportlens.server import config, pyproject_view, verification, warmup
 from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics
 from exportlens.server.features.refresh import HINTS, refresh
-from exportlens.server.state import DocumentState
+from exportlens.server.state import DocumentState, Mode
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -183,7 +183,7 @@ def register(server: Host) -> None:
         toml = doc.uri.startswith("file:") and pyproject_view.is_pyproject(path)
         if not is_python(doc.uri, doc.language_id) and not toml:
             return
-        state = DocumentState(uri=doc.uri, path=path, version=doc.version, pyproject=toml)
+        state = DocumentState(uri=doc.uri, path=path, version=doc.version, mode=Mode.PYPROJECT if toml else Mode.IDLE)
         ls.documents[doc.uri] = state
         ls.watch_dependencies()
         ls.scheduler.schedule(doc.uri, delay=False)

@@ -29,11 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Every notebook type whose cells are Python: Jupyter's, VS Code's interactive window.
-SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*", cells=[types.NotebookCellLanguage(language="python")])],
-    save=True,
-)
+# Every notebook, with all its cells: markdown too, so that cells are numbered as
+# Jupyter, the CLI and ruff number them (a code cell in another language than
+# Python does not run: ``notebooks.build``).
+SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*")], save=True)
 # The requests on a cell that are asked of its notebook's module.
 MAPPED = (types.TEXT_DOCUMENT_HOVER, types.TEXT_DOCUMENT_INLAY_HINT, types.TEXT_DOCUMENT_CODE_LENS, types.TEXT_DOCUMENT_CODE_ACTION)
 
@@ -61,9 +60,9 @@ def sync(server: Host, notebook_uri: str, *, delay: bool) -> None:
     notebook = server.workspace.get_notebook_document(notebook_uri=notebook_uri)
     if notebook is None:
         return
-    texts = {c.document: server.workspace.get_text_document(c.document).source for c in notebook.cells}
+    documents = {c.document: server.workspace.get_text_document(c.document) for c in notebook.cells}
     path = uris.to_fs_path(notebook_uri) or notebook_uri
-    view = notebooks.build(notebook, texts, path)
+    view = notebooks.build(notebook, {u: (d.source, d.language_id) for u, d in documents.items()}, path)
     old = server.notebooks.get(notebook_uri)
     server.notebooks[notebook_uri] = view
     changed = old is None or old.module.text != view.module.text

@@ -26,6 +26,7 @@ from exportlens.core.model.results import Diagnostic
 from exportlens.core.project.files import declares_targets
 from exportlens.server.features import diagnostics
 from exportlens.server.positions import split_lines
+from exportlens.server.state import Mode
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -50,14 +51,16 @@ def hold(server: Host, state: DocumentState) -> None:
     text, version = document.source, document.version
     folder = server.trust.folder_of(state.path)
     had = state.result is not None or bool(state.published)
-    state.result, state.index, state.hints, state.from_cache, state.from_store, state.view = None, None, None, False, False, False
+    state.drop_result()
     state.result_lines, state.result_version = split_lines(text), version
     if state.pyproject or not declares_targets(state.path, text):
-        state.declares, state.notice = False, None
+        if not state.pyproject:
+            state.enter(Mode.IDLE, "declares no target; its folder is not trusted")
+        state.notice = None
         if had:
             diagnostics.publish(server, state)
         return
-    state.declares = True
+    state.enter(Mode.MODEL, "declares targets; its folder is not trusted")
     state.notice = Diagnostic(code=CODE, message=_message(folder), line=1)
     diagnostics.publish(server, state)
     if folder not in server.trust.told:  # once per folder: the diagnostic is in every file, at every edit
