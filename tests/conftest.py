@@ -30,8 +30,8 @@ def pytest_report_header() -> list[str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked ``needs_proc`` checks a feature made of ``/proc`` or ``prctl``
-    (the memory cap, hot pages, killing strays outside the job's process group, a job
-    dying with its worker): where the supervision has none (``EXPORTLENS_SUPERVISION=portable``,
+    (hot pages, a job's wait for a CPU, killing strays orphaned outside the job's
+    process group, a job dying with its worker; not the memory cap, which is psutil's): where the supervision has none (``EXPORTLENS_SUPERVISION=portable``,
     as on macOS and Windows) the feature does not exist, and the test says so as its skip reason."""
     from exportlens.core.isolation import capabilities
 

@@ -5,11 +5,12 @@ Three things the supervision uses are not everywhere:
 - ``select`` on pipes: POSIX has it; Windows's ``select`` takes sockets only. Without
   it the worker and the pool wait on their pipes by polling non-blocking reads
   (``waiting``).
-- ``/proc``: a job's resident memory (its memory cap), its children (killing what it
-  started in a new session), its wait for a CPU (its timeout), the threads a library
-  started (preloading's check) and the pages an export writes (hot pages). Linux has
-  it; macOS and Windows do not. Without it each of those degrades as ``describe``
-  says; none crashes.
+- ``/proc``'s Linux-only files: a job's wait for a CPU (its timeout), the threads a
+  library started (preloading's check), the pages an export writes (hot pages) and
+  each process's children listed by the kernel (a fast look; ``reaper``). Linux has
+  them; macOS and Windows do not. Without them each of those degrades as ``describe``
+  says; none crashes. A job's resident memory (its memory cap) and its processes are
+  psutil's, on every platform.
 - Linux's ``prctl``: the worker as a child subreaper (``reaper``) and a job that dies
   with its worker (``PR_SET_PDEATHSIG``, ``jobprocess.die_with``).
 
@@ -33,9 +34,10 @@ at import (``tests/core/isolation/test_imports_without_posix.py``):
 ``EXPORTLENS_SUPERVISION=portable`` withholds select, /proc, prctl and the first five
 of those on Linux, so that the paths
 macOS and Windows take run here, in the suite (``tests/core/isolation/test_portable.py``,
-and the whole suite with the variable set). ``EXPORTLENS_PROC_ROOT`` points the
-``/proc`` reads elsewhere (an empty folder: a platform without ``/proc``). Both are
-read once, at import: the pool, the worker and its jobs all inherit them.
+and the whole suite with the variable set); psutil, which those platforms have too,
+stays. ``EXPORTLENS_PROC_ROOT`` points the ``/proc`` reads elsewhere (an empty folder:
+a platform without ``/proc``); psutil reads its own. Both are read once, at import:
+the pool, the worker and its jobs all inherit them.
 Torch-free.
 """
 
@@ -115,16 +117,17 @@ def describe() -> list[str]:
     for the worker's log and ``exportlens version``."""
     forced = f" (${ENV}=portable)" if PORTABLE else ""
     lines = ["waits on pipes with select" if SELECT_PIPES else f"waits on pipes by polling non-blocking reads, no select on pipes{forced}"]
+    lines.append("reads jobs' memory and children with psutil (the memory cap)")
     if PROC_ROOT is not None:
-        lines.append(f"reads jobs' memory, children and CPU wait from {PROC_ROOT}")
+        lines.append(f"reads jobs' CPU wait from {PROC_ROOT}")
     else:
         lines.append(
-            f"no /proc{forced}: no memory cap (a job's memory is not read), the timeout counts the wall clock"
-            " (a job's wait for a CPU is not known), processes a job started outside its process group are not found,"
+            f"no /proc{forced}: the timeout counts the wall clock (a job's wait for a CPU is not known),"
+            " a job's children are found by looking at every process,"
             " preloading sees only Python's threads a library starts, not native ones"
         )
     without = (
-        (PRCTL, "no prctl: orphans of a job go to init, not the worker; a job outlives a worker killed with SIGKILL"),
+        (PRCTL, "no prctl: orphans of a job go to init, not the worker (what it started outside its process group dies with it only while still its descendant); a job outlives a worker killed with SIGKILL"),
         (POSIX_SPAWN, "no posix_spawn: a spawned job is started, waited on and killed through subprocess.Popen"),
         (DUMP_SIGNAL, "no faulthandler.register or SIGUSR1: a hung job dumps its own stack just before its timeout, not when the worker asks"),
         (WAKEUP_PIPE, "no signal wake-up pipe: a SIGTERM is seen within a slice of the worker's wait"),

@@ -34,6 +34,7 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.preload import user_blas_threads
+from exportlens.core.isolation.reaper import kill_descendants
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.trace import mark
 
@@ -122,6 +123,8 @@ def child_main(
         code = 70
     finally:
         _flush()
+        if not capabilities.PRCTL:  # no subreaper: once this job is gone, nothing finds what it started
+            kill_descendants(os.getpid())
         exit_now(code)
 
 
@@ -131,8 +134,9 @@ def _dump_before_timeout(emit: Callable[[FromJob], None], dump_fd: int, timeout_
     faulthandler's watchdog thread, ``DUMP_AHEAD_S`` before the worker's clock runs out:
     armed now and again at each event that restarts that clock (``supervise``), each
     time over a dump nobody needed (the target before finished in time). Without
-    ``/proc`` that clock is the wall clock, as the watchdog's is. Memory is not watched
-    there, so only a timeout kills a job. The ``emit`` to use instead."""
+    ``/proc`` that clock is the wall clock, as the watchdog's is. A job killed for its
+    memory (psutil's, read everywhere) has no stack there: its diagnostic points at its
+    target. The ``emit`` to use instead."""
 
     def arm() -> None:
         os.ftruncate(dump_fd, 0)

@@ -70,10 +70,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import psutil
+
 from exportlens.core.disk.states import library_state
 from exportlens.core.export import libraries, library_units
 from exportlens.core.isolation import fakecache, observable, preload_record
-from exportlens.core.isolation.capabilities import proc_listdir, proc_open, proc_text
+from exportlens.core.isolation.capabilities import proc_listdir, proc_text
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
 from exportlens.core.trace import mark
 
@@ -206,14 +208,11 @@ def _thread_name(tid: str) -> str:
 
 
 def rss_kb() -> int:
+    """This process's resident set, in kB (psutil, every platform)."""
     try:
-        with proc_open("self/status") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
+        return int(psutil.Process().memory_info().rss) // 1024
+    except psutil.Error:
+        return 0
 
 
 class Preloader:

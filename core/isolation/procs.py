@@ -16,8 +16,9 @@ import sys
 import time
 from typing import Any, Callable
 
-from exportlens.core.isolation import capabilities
-from exportlens.core.isolation.capabilities import proc_listdir, proc_open
+import psutil
+
+from exportlens.core.isolation import capabilities, reaper
 from exportlens.core.isolation.jobprocess import DUMP_SIGNAL
 
 DUMP_GRACE_S = 0.2  # the stack dump is written synchronously by a signal handler
@@ -58,24 +59,40 @@ def reap(pid: int) -> None:
         except ChildProcessError:
             pass
 
-def rss_kb(pid: int, depth: int = 0) -> int:
-    """Resident set of pid plus its descendants, in kB (0 once it is gone, and
-    always where there is no /proc: ``capabilities``, no memory cap there)."""
-    total = 0
+
+def rss_kb(pid: int) -> int:
+    """Resident set of pid plus its descendants (``reaper.descendants``), in kB, from
+    psutil on every platform; 0 once pid is gone."""
+    total = _rss(pid)
+    if total:
+        total += sum(_rss(child) for child in _descendants(pid))
+    return total // 1024
+
+
+def _rss(pid: int) -> int:
     try:
-        with proc_open(f"{pid}/status") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    total = int(line.split()[1])
-                    break
-        if depth < 4:
-            for task in proc_listdir(f"{pid}/task"):
-                with proc_open(f"{pid}/task/{task}/children") as f:
-                    for child in f.read().split():
-                        total += rss_kb(int(child), depth + 1)
-    except (OSError, ValueError):
-        pass
-    return total
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+# Where children are found by looking at every process (``reaper.CHILDREN_FILES``:
+# macOS, Windows), a job's descendants are looked for this often, not at each
+# ``rss_kb``: the look would cost more than the poll; its own memory is read each time.
+SCAN_S = 0.5
+_scanned: tuple[int, float, set[int]] = (0, 0.0, set())
+
+
+def _descendants(pid: int) -> set[int]:
+    global _scanned
+    if reaper.CHILDREN_FILES:
+        return reaper.descendants(pid)
+    seen, at, found = _scanned
+    now = time.monotonic()
+    if seen != pid or now - at >= SCAN_S:
+        found = reaper.descendants(pid)
+        _scanned = (pid, now, found)
+    return found
 
 
 def dump_stack(pid: int) -> None:
@@ -97,12 +114,16 @@ def dump_stack(pid: int) -> None:
 
 def signal_group(pid: int, platform: str = sys.platform, run: Callable[..., Any] = subprocess.run) -> None:
     """SIGKILL the job's process group (and the job, should it not lead one yet);
-    it still needs reaping. Windows has neither SIGKILL nor process groups: there
-    ``taskkill /F /T`` ends the job and every process it started, by their parent
-    links (``run`` runs it; a test passes its own)."""
+    it still needs reaping. Where no subreaper is handed what the job started outside
+    its group (no prctl: macOS), its descendants psutil finds now are killed first
+    (``reaper.kill_descendants``). Windows has neither SIGKILL nor process
+    groups: there ``taskkill /F /T`` ends the job and every process it started, by
+    those links (``run`` runs it; a test passes its own)."""
     if platform.startswith("win"):
         run(["taskkill", "/F", "/T", "/PID", str(pid)], capture_output=True, check=False, timeout=30)
         return
+    if not capabilities.PRCTL:
+        reaper.kill_descendants(pid)
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)

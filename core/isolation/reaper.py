@@ -16,8 +16,10 @@ fork, exit or regroup while the zygote looks. No cgroup: that needs a delegated
 cgroup tree, which an editor's session rarely has; a subreaper needs no privilege.
 What still escapes: processes started by a job when the zygote itself is killed
 with SIGKILL (the job dies with it through ``PR_SET_PDEATHSIG``; its orphans go to init).
-Where there is no ``prctl`` or no ``/proc`` (macOS, Windows; ``capabilities``) none of
-this is done: what a job starts outside its process group outlives it.
+Where there is no ``prctl`` (macOS, Windows; ``capabilities``) none of this is done:
+there the job's descendants psutil finds when the job is killed die with it
+(``procs.signal_group``), as do those found as it exits (``jobprocess``); what was
+orphaned before (a daemon's double fork, a crashed job's children) outlives it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import ctypes
 import os
 import signal
 from typing import Collection
+
+import psutil
 
 from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.capabilities import proc_listdir, proc_open
@@ -47,9 +51,26 @@ def become_subreaper() -> bool:
         return False
 
 
+def _children_files(root: str | None) -> bool:
+    """Whether the kernel lists each thread's children (``/proc/PID/task/TID/children``,
+    ``CONFIG_PROC_CHILDREN``): this process's main thread has the file."""
+    return root is not None and os.path.exists(os.path.join(root, "self", "task", str(os.getpid()), "children"))
+
+
+# Where the kernel lists them, a process's children are read from its own files
+# (~20 us); elsewhere psutil finds them by looking at every process's parent (~15 ms
+# of /proc on Linux, a sysctl on macOS, a snapshot on Windows).
+CHILDREN_FILES = _children_files(capabilities.PROC_ROOT)
+
+
 def children(pid: int) -> set[int]:
-    """The pids of pid's children (zombies included), from /proc (none found where
-    there is no /proc: ``capabilities.PROC_ROOT``)."""
+    """The pids of pid's children (zombies included, as the kernel's list and
+    psutil's on Linux have them); none once pid is gone."""
+    if not CHILDREN_FILES:
+        try:
+            return {child.pid for child in psutil.Process(pid).children()}
+        except psutil.Error:
+            return set()
     try:
         tasks = proc_listdir(f"{pid}/task")
     except OSError:
@@ -59,37 +80,51 @@ def children(pid: int) -> set[int]:
         try:
             with proc_open(f"{pid}/task/{task}/children") as f:
                 found.update(int(child) for child in f.read().split())
-        except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
-            return _children_by_scan(pid)
         except (OSError, ValueError):
             pass  # the thread just ended
     return found
 
 
-def _children_by_scan(pid: int) -> set[int]:
-    found: set[int] = set()
-    try:
-        entries = proc_listdir()
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
+def descendants(pid: int, generations: int = 4) -> set[int]:
+    """The pids of pid's descendants, ``generations`` deep where the kernel lists
+    children (each generation a read of their files), all of them where psutil finds
+    them (one look at every process)."""
+    if not CHILDREN_FILES:
         try:
-            with proc_open(f"{entry}/stat") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[1] == str(pid).encode():
-            found.add(int(entry))
+            return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+        except psutil.Error:
+            return set()
+    found: set[int] = set()
+    generation = children(pid)
+    for _ in range(generations):
+        found |= generation
+        generation = {grandchild for child in generation for grandchild in children(child)} - found
     return found
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL pid's descendants psutil finds now, by their parent links (not pid):
+    where no subreaper is handed what a job started outside its process group
+    (``capabilities.PRCTL``), it dies with the job only if found while the job lives
+    (``procs.signal_group``, and the job itself as it exits: ``jobprocess``). Each is
+    checked to be the process found, not a pid reused since."""
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return
+    for process in found:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
 
 
 def kill_strays(keep: Collection[int] = ()) -> int:
     """Kill and reap every child of this process but ``keep``, and every descendant
     that surfaces as a child once its parent is gone; how many were reaped. None (0)
-    where there is no /proc to find them by: the caller reaps what it killed itself."""
-    if capabilities.PROC_ROOT is None:
+    where this process is no subreaper (no prctl: ``capabilities``), as nothing a job
+    started is handed to it: the caller reaps what it killed itself."""
+    if not capabilities.PRCTL:
         return 0
     me, reaped = os.getpid(), 0
     for _ in range(MAX_ROUNDS):

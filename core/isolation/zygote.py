@@ -390,10 +390,12 @@ class Zygote:
     def only_the_job_left(self, job: Job) -> bool:
         """Whether the job has no child and no process it started was left to us
         (which ``reap_strays`` must kill before the result goes out)."""
-        if capabilities.PROC_ROOT is None:
-            return False  # no /proc to tell: kill and reap it before the result, to be sure
+        if children(job.pid):
+            return False
+        if not capabilities.PRCTL:
+            return True  # no subreaper: nothing the job started is ever handed to us
         known = {job.pid, *self.forks.kept_pids(), *self.spawns.kept_pids(), *self.forks.dying}
-        return not children(job.pid) and children(os.getpid()) <= known
+        return children(os.getpid()) <= known
 
     def finish_ending(self) -> None:
         """The job whose result was sent: read the lessons it writes after it
@@ -417,7 +419,7 @@ class Zygote:
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.
         kill_strays(keep=(*self.forks.kept_pids(), *self.spawns.kept_pids()))
-        self.forks.reap_dead()  # those ``kill_strays`` did not reap (no /proc) wait for the next look
+        self.forks.reap_dead()  # those ``kill_strays`` did not reap (no subreaper) wait for the next look
 
 
 def main() -> None:

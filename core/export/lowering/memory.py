@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from exportlens.core.export.explain import target_extent
 from exportlens.core.export.lowering import nodes
 from exportlens.core.model.lowering import Lowering, size_text
@@ -232,17 +234,17 @@ def over_cap(found: Need, memory_mb: int) -> bool:
 
 
 def resident_bytes() -> int:
-    """This process's resident memory now (Linux ``/proc``; 0 elsewhere)."""
+    """This process's resident memory now (psutil, every platform; 0 should it fail)."""
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        return int(psutil.Process().memory_info().rss)
+    except psutil.Error:
         return 0
 
 
 def reset_peak() -> bool:
     """Start measuring this process's resident peak afresh (``clear_refs`` 5 resets
-    ``VmHWM``, Linux 4.0+); False where it cannot."""
+    ``VmHWM``, Linux 4.0+); False where it cannot. Linux's own files: psutil has no
+    peak to reset (nor any peak on macOS)."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

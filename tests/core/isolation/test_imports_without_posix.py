@@ -34,8 +34,8 @@ WITHOUT = {
 PRELUDE = """
 import faulthandler, importlib, json, os, signal, sys, traceback
 # What exportlens imports from outside, imported as they are (their Windows branches
-# are theirs): the standard library's process and event-loop modules, torch, pygls.
-for name in ("subprocess", "asyncio", "multiprocessing", "concurrent.futures", "selectors", "tempfile", "torch", "pygls.lsp.server", "lsprotocol.types", "msgpack", "watchdog.observers"):
+# are theirs): the standard library's process and event-loop modules, torch, pygls, psutil.
+for name in ("subprocess", "asyncio", "multiprocessing", "concurrent.futures", "selectors", "tempfile", "torch", "pygls.lsp.server", "lsprotocol.types", "msgpack", "watchdog.observers", "psutil"):
     importlib.import_module(name)
 without = json.loads(sys.argv[1])
 for name in without["modules"]:

@@ -53,7 +53,6 @@ def _steps(path: Path, request_id: int) -> list[str]:
     return [what.split(": ", 1)[1] for _, _, what in trace.read(str(path)) if what.startswith("zygote: ") and what.endswith(wanted)]
 
 
-@pytest.mark.needs_proc("sending a result before its job is reaped (whether the job left a process is read from /proc)")
 def test_the_result_goes_out_before_the_job_is_reaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "trace"
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
