@@ -199,9 +199,13 @@ export class ServerController implements Disposable {
         };
         const clientOptions: LanguageClientOptions = {
             // pyproject.toml too: the server shows the problems of its [tool.exportlens] there.
+            // Python cells of Jupyter notebooks too: the client syncs them as notebooks
+            // (notebookDocument/*, the server's notebookDocumentSync), and this entry gives
+            // the cells' `vscode-notebook-cell:` URIs the hovers, hints, lenses and fixes.
             documentSelector: [
                 { scheme: 'file', language: 'python' },
                 { scheme: 'file', pattern: '**/pyproject.toml' },
+                { notebook: { scheme: 'file', notebookType: 'jupyter-notebook' }, language: 'python' },
             ],
             outputChannel: this.channel,
             traceOutputChannel: this.channel,

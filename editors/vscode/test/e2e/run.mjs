@@ -11,12 +11,14 @@
 // Config: {
 //   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
 //   vsix, python, workspaceFiles: [paths], artifacts: dir,
-//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture",  // plumbing: only the server
+//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture" | "notebook",  // plumbing: only the server
 //                                                // start attempt; not-installed: `python` lacks exportlens;
 //                                                // features: hints, lenses, graph view, quick fix;
 //                                                // picture: Show Graph as a Picture (Model Explorer's webview)
 //   features: {target, module, view, lineNodes, quickFix},  // see features() below
 //   picture: {file, lenses, node: {label, file, line}, cursor: {line, node}, edit: {append, label}},  // see picture()
+//   notebook: {file, problems: [{cell, line, code, severity}], hover: {cell, code, argument, expect},
+//              cells: [numbers]},                // notebook: an .ipynb in the notebook editor, see notebook()
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
@@ -35,7 +37,7 @@ const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
 const result = {
     ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
     hints: {}, hintsOff: '', lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
-    output: '', screenshots: [], picture: {}, ui: null, error: null,
+    output: '', screenshots: [], picture: {}, notebook: {}, ui: null, error: null,
 };
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
 const started = Date.now();
@@ -1051,6 +1053,210 @@ async function picture(page, profile, p) {
     await screenshot(page, 'vscode-graph-picture-refreshed.png');
 }
 
+// ---- issue 49: a Jupyter notebook in VS Code's own notebook editor --------------------
+
+/**
+ * Open a notebook from the Explorer, as a person would: VS Code's built-in notebook
+ * editor (the `jupyter-notebook` type of the built-in ipynb extension), with no kernel.
+ */
+async function openNotebook(page, name) {
+    step(`open ${name} in the notebook editor`);
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first();
+    await row.waitFor({ state: 'visible', timeout: UI_WAIT });
+    await row.click();
+    await page
+        .locator('.tabs-container .tab.active', { hasText: name })
+        .first()
+        .waitFor({ state: 'visible', timeout: UI_WAIT });
+    await page.locator('.notebook-editor .cell-list-container .monaco-list-row').first().waitFor({ timeout: UI_WAIT });
+}
+
+/**
+ * The notebook's rendered cells, in order: `{index, kind, lines, squiggles}`, `index`
+ * the cell's number from 1 as Jupyter counts (markdown cells included), `squiggles`
+ * the diagnostics' underlines in the cell's editor as `{severity, line}` (1-based
+ * line of the cell, read from the underline's position among the editor's lines).
+ */
+async function notebookCells(page) {
+    return page.evaluate(() => {
+        const list = document.querySelector('.notebook-editor .cell-list-container');
+        if (!list) {
+            return [];
+        }
+        const rows = Array.from(list.querySelectorAll('.monaco-list-row[data-index]'));
+        return rows
+            .map((row) => {
+                const index = Number(row.getAttribute('data-index')) + 1;
+                const kind = row.classList.contains('code-cell-row') ? 'code' : row.classList.contains('markdown-cell-row') ? 'markdown' : 'other';
+                const editor = row.querySelector('.monaco-editor');
+                if (!editor) {
+                    return { index, kind, lines: [], squiggles: [] };
+                }
+                const lineTop = (el) => Math.round(parseFloat(el.closest('[style*="top"]')?.style.top ?? 'NaN'));
+                const viewLines = Array.from(editor.querySelectorAll('.view-lines .view-line'))
+                    .map((l) => ({ top: lineTop(l), text: l.textContent.replace(/\u00a0/g, ' ') }))
+                    .sort((a, b) => a.top - b.top);
+                const lines = viewLines.map((l) => l.text);
+                const squiggles = Array.from(editor.querySelectorAll('.view-overlays [class*="squiggly-"]')).map((el) => {
+                    const severity = (/squiggly-(error|warning|info|hint)/.exec(el.className) ?? [])[1] ?? el.className;
+                    const top = lineTop(el.parentElement);
+                    const at = viewLines.findIndex((l) => l.top === top);
+                    return { severity, line: at >= 0 ? at + 1 : null, top };
+                });
+                return { index, kind, lines, squiggles };
+            })
+            .sort((a, b) => a.index - b.index);
+    });
+}
+
+/** Scroll the notebook until cell `index` (from 1) is rendered; its rendered record. */
+async function revealCell(page, index) {
+    const end = Date.now() + UI_WAIT;
+    while (Date.now() < end) {
+        const cells = await notebookCells(page);
+        const cell = cells.find((c) => c.index === index);
+        if (cell && cell.lines.length > 0) {
+            await page
+                .locator(`.notebook-editor .cell-list-container .monaco-list-row[data-index="${index - 1}"]`)
+                .first()
+                .scrollIntoViewIfNeeded({ timeout: UI_WAIT })
+                .catch(() => undefined);
+            return cell;
+        }
+        // Not rendered yet: the list renders the rows in view; scroll towards the cell.
+        const last = cells.at(-1)?.index ?? 0;
+        await page.locator('.notebook-editor .cell-list-container').first().hover();
+        await page.mouse.wheel(0, last < index ? 300 : -300);
+        await page.waitForTimeout(250);
+    }
+    throw new Error(`cell ${index} of the notebook is never rendered; rendered: ${JSON.stringify(await notebookCells(page))}`);
+}
+
+/** Wait for the underline of `problem` ({cell, line, severity}) in its cell's editor. */
+async function waitForCellSquiggle(page, problem) {
+    step(`wait for the ${problem.severity} underline at line ${problem.line} of cell ${problem.cell}`);
+    const end = Date.now() + TIMEOUT;
+    let cells = [];
+    while (Date.now() < end) {
+        await revealCell(page, problem.cell);
+        cells = await notebookCells(page);
+        const cell = cells.find((c) => c.index === problem.cell);
+        if (cell && cell.squiggles.some((s) => s.severity === problem.severity && s.line === problem.line)) {
+            result.notebook.cells = cells;
+            return cell;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.notebook.cells = cells;
+    throw new Error(`no ${problem.severity} underline at line ${problem.line} of cell ${problem.cell}; cells: ${JSON.stringify(cells)}`);
+}
+
+/** The hover over `argument` on the line holding `code` in cell `cell`, by the mouse. */
+async function hoverInCell(page, hover) {
+    step(`hover ${hover.argument} in "${hover.code}" of cell ${hover.cell}`);
+    await revealCell(page, hover.cell);
+    const row = page.locator(`.notebook-editor .cell-list-container .monaco-list-row[data-index="${hover.cell - 1}"]`).first();
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        // Where the argument is drawn: the box of its characters in the rendered line.
+        const box = await row.evaluate((el, { code, argument }) => {
+            const line = Array.from(el.querySelectorAll('.view-lines .view-line')).find((l) => l.textContent.replace(/\u00a0/g, ' ').includes(code));
+            if (!line) {
+                return null;
+            }
+            const at = line.textContent.replace(/\u00a0/g, ' ').indexOf(code) + code.indexOf(argument);
+            const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+            let seen = 0;
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                if (at < seen + node.length) {
+                    const range = document.createRange();
+                    range.setStart(node, at - seen);
+                    range.setEnd(node, at - seen + 1);
+                    const r = range.getBoundingClientRect();
+                    return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+                }
+                seen += node.length;
+            }
+            return null;
+        }, hover);
+        if (box === null) {
+            throw new Error(`no line "${hover.code}" in cell ${hover.cell}`);
+        }
+        // A click puts the cursor there (the cell's editor takes focus), then the mouse rests.
+        await page.mouse.click(box.x, box.y);
+        await page.mouse.move(box.x + 1, box.y);
+        const widget = page.locator('.monaco-hover:not(.hidden)').first();
+        try {
+            await widget.waitFor({ state: 'visible', timeout: 5_000 });
+            text = (await widget.innerText()).trim();
+        } catch {
+            text = '';
+        }
+        if (text.includes(hover.expect)) {
+            result.notebook.hover = text;
+            await page.waitForFunction(() => {
+                const el = document.querySelector('.monaco-hover:not(.hidden)');
+                return el !== null && el.getAnimations({ subtree: true }).every((a) => a.playState === 'finished');
+            }, undefined, { timeout: UI_WAIT });
+            return;
+        }
+        // Not there yet (the export is still running): move away and come back.
+        await page.mouse.move(5, 5);
+        await page.keyboard.press('Escape');
+        await page.waitForTimeout(1000);
+    }
+    result.notebook.hover = text;
+    throw new Error(`the hover on ${hover.argument} in cell ${hover.cell} never showed ${hover.expect}; last: ${text}`);
+}
+
+/**
+ * A notebook opened in the notebook editor: the extension activates on it, the client
+ * syncs it as a notebook (`notebookDocument/didOpen` in the trace), its error shows in
+ * the Problems panel and as an underline in its own cell at the cell's own line, and the
+ * hover on a cell's `forward` argument is exportlens's.
+ */
+async function notebook(page, profile, nb) {
+    await openNotebook(page, nb.file);
+    // No Python file is open: the notebook alone activated the extension.
+    await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
+    await waitForOutput(page, profile, /Server running/, 'a running server');
+    await waitForOutput(page, profile, /Sending notification 'notebookDocument\/didOpen'/, 'notebookDocument/didOpen');
+    await screenshot(page, 'vscode-notebook-opened.png');
+    step('open the Problems panel');
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    await page.locator('.markers-panel').first().waitFor({ timeout: UI_WAIT });
+    step(`wait for ${nb.problems.length} problems in the Problems panel`);
+    const end = Date.now() + TIMEOUT;
+    let rows = [];
+    let missing = nb.problems;
+    while (Date.now() < end) {
+        rows = await problemRows(page);
+        missing = nb.problems.filter((p) => !rows.some((r) => r.includes(p.code) && r.includes(`[Ln ${p.line}, Col `)));
+        if (missing.length === 0) {
+            break;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.problems = rows;
+    if (missing.length > 0) {
+        throw new Error(`missing in the Problems panel: ${JSON.stringify(missing)}; rows: ${JSON.stringify(rows)}`);
+    }
+    for (const problem of nb.problems) {
+        await waitForCellSquiggle(page, problem);
+    }
+    await screenshot(page, 'vscode-notebook-problems.png');
+    await hoverInCell(page, nb.hover);
+    await screenshot(page, 'vscode-notebook-hover.png');
+    // Everything the cells show once the exports are done: no underline elsewhere.
+    result.notebook.cells = [];
+    for (const cell of nb.cells) {
+        result.notebook.cells.push(await revealCell(page, cell));
+    }
+    result.problems = await problemRows(page);
+    result.output = await outputText(page, profile);
+}
+
 async function main() {
     fs.mkdirSync(config.artifacts, { recursive: true });
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-vscode-e2e-'));
@@ -1079,6 +1285,11 @@ async function main() {
         await page.locator('.monaco-workbench').waitFor({ timeout: 120_000 });
         await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor({ timeout: 120_000 });
 
+        if (config.mode === 'notebook') {
+            await notebook(page, profile, config.notebook);
+            result.ok = true;
+            return;
+        }
         const first = path.basename(config.workspaceFiles.find((f) => f.endsWith('.py')));
         await openFile(page, first); // onLanguage:python activates the extension
         if (config.mode === 'not-installed') {
