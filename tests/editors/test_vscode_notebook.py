@@ -170,18 +170,22 @@ def test_notebook_editor_shows_the_error_in_its_cell_and_the_hover(
     rows = [r for r in result["problems"] if "data-dependent" in r and f"[Ln {branch}, Col " in r]
     assert rows, result["problems"]
     assert not [r for r in result["problems"] if "the training cell ran" in r], result["problems"]
-    # Each cell as the notebook editor drew it: the error underline in Gate's cell at
-    # the branch's line, and no underline in any other cell.
+    # Its row clicked: the notebook editor showed Gate's cell, the cursor at the branch's
+    # line, underlined there.
+    total = len(_cells(marker))
+    (jump,) = [j for j in result["notebook"]["jumps"] if j["problem"] == must]
+    assert f"Cell {GATE_CELL} of {total}" in jump["statusBar"], jump["statusBar"]
+    assert jump["cell"]["index"] == GATE_CELL and jump["cell"]["cursorLine"] == branch, jump["cell"]
+    assert jump["cell"]["lines"][str(branch)].strip() == "if x.sum() > 0:", jump["cell"]
+    # Each cell as the notebook editor drew it once the exports were done: the error
+    # underline in Gate's cell at the branch's line, underlines only where the CLI
+    # reports something, never in the training cell.
     cells = {c["index"]: c for c in result["notebook"]["cells"]}
-    assert set(cells) == set(range(1, len(_cells(marker)) + 1)), cells
-    assert {"severity": "error", "line": branch} in [
-        {"severity": s["severity"], "line": s["line"]} for s in cells[GATE_CELL]["squiggles"]
-    ], cells[GATE_CELL]
-    assert cells[GATE_CELL]["lines"][branch - 1].strip() == "if x.sum() > 0:", cells[GATE_CELL]
-    # Underlines only where the CLI reports something, never in the training cell.
+    assert set(cells) == set(range(1, total + 1)), cells
+    assert {"severity": "error", "line": branch} in cells[GATE_CELL]["squiggles"], cells[GATE_CELL]
     underlined = {n for n, c in cells.items() if c["squiggles"]}
     assert underlined == {d["cell"] for d in expected}, {n: cells[n]["squiggles"] for n in underlined}
-    assert TRAINING_CELL not in underlined, cells[TRAINING_CELL]
+    assert not cells[TRAINING_CELL]["squiggles"], cells[TRAINING_CELL]
     # The hover on forward's argument in Scale's cell: the exported program's input.
     assert "USER_INPUT" in result["notebook"]["hover"], result["notebook"]["hover"]
     assert re.search(r"\bx\b", result["notebook"]["hover"]), result["notebook"]["hover"]

@@ -115,6 +115,8 @@ function makeProfile(root) {
         // verbose: the log then holds each message's params, so the test can read exactly
         // what initializationOptions and didChangeConfiguration carried.
         'exportlens.trace.server': 'verbose',
+        // Line numbers in notebook cells: the test reads which line of a cell is underlined.
+        'notebook.lineNumbers': 'on',
     };
     fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
     for (const file of config.workspaceFiles) {
@@ -1062,111 +1064,220 @@ async function picture(page, profile, p) {
 async function openNotebook(page, name) {
     step(`open ${name} in the notebook editor`);
     const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first();
-    await row.waitFor({ state: 'visible', timeout: UI_WAIT });
-    await row.click();
-    await page
-        .locator('.tabs-container .tab.active', { hasText: name })
-        .first()
-        .waitFor({ state: 'visible', timeout: UI_WAIT });
-    await page.locator('.notebook-editor .cell-list-container .monaco-list-row').first().waitFor({ timeout: UI_WAIT });
+    const end = Date.now() + UI_WAIT;
+    for (;;) {
+        await row.waitFor({ state: 'visible', timeout: UI_WAIT });
+        await row.click();
+        await page
+            .locator('.tabs-container .tab.active', { hasText: name })
+            .first()
+            .waitFor({ state: 'visible', timeout: UI_WAIT });
+        // The notebook editor, or the JSON in a text editor: opened before the ipynb
+        // extension's notebook type is registered (seconds after the workbench shows),
+        // VS Code falls back to the text editor.
+        let shown = '';
+        while (!shown && Date.now() < end) {
+            shown = await page.evaluate(() => {
+                const group = document.querySelector('.editor-group-container.active');
+                const visible = (el) => !!el && el.getClientRects().length > 0;
+                // The notebook editor is drawn in an overlay over its group, not inside it.
+                if (Array.from(document.querySelectorAll('.notebook-editor .cell-list-container .code-cell-row .view-lines')).some(visible)) {
+                    return 'notebook';
+                }
+                const text = Array.from(group?.querySelectorAll('.monaco-editor') ?? []).find((e) => !e.closest('.notebook-editor'));
+                return visible(text) ? 'text' : '';
+            });
+            if (!shown) {
+                await page.waitForTimeout(250);
+            }
+        }
+        if (shown === 'notebook') {
+            return;
+        }
+        if (Date.now() > end) {
+            throw new Error(`${name} never opened in the notebook editor (last: ${shown || 'nothing'})`);
+        }
+        step(`${name} opened as text (the notebook type is not registered yet): close it, open it again`);
+        const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+        await tab.hover();
+        await tab.locator('.tab-actions .action-label').first().click({ timeout: UI_WAIT });
+        await tab.waitFor({ state: 'detached', timeout: UI_WAIT });
+        await page.waitForTimeout(1000);
+    }
 }
 
+/** The notebook editor's cell list (`:visible`: the workbench may keep a hidden one). */
+const CELL_LIST = '.notebook-editor .cell-list-container';
+
 /**
- * The notebook's rendered cells, in order: `{index, kind, lines, squiggles}`, `index`
- * the cell's number from 1 as Jupyter counts (markdown cells included), `squiggles`
- * the diagnostics' underlines in the cell's editor as `{severity, line}` (1-based
- * line of the cell, read from the underline's position among the editor's lines).
+ * The notebook's rendered cells: `{index, kind, lines, squiggles}`, `index` the cell's
+ * number from 1 as Jupyter counts (markdown cells included), `lines` the drawn lines
+ * of a code cell's editor by their 1-based line number, `squiggles` the diagnostics'
+ * underlines drawn there as `{severity, line}`. A cell editor draws only the lines in
+ * view, so a line's number comes from its position in the editor, not from its order.
  */
 async function notebookCells(page) {
-    return page.evaluate(() => {
-        const list = document.querySelector('.notebook-editor .cell-list-container');
+    return page.evaluate((selector) => {
+        const list = Array.from(document.querySelectorAll(selector)).find((el) => el.getClientRects().length > 0);
         if (!list) {
-            return [];
+            return { total: 0, cells: [] };
         }
         const rows = Array.from(list.querySelectorAll('.monaco-list-row[data-index]'));
-        return rows
+        const cells = rows
             .map((row) => {
                 const index = Number(row.getAttribute('data-index')) + 1;
                 const kind = row.classList.contains('code-cell-row') ? 'code' : row.classList.contains('markdown-cell-row') ? 'markdown' : 'other';
-                const editor = row.querySelector('.monaco-editor');
+                const editor = kind === 'code' ? row.querySelector('.monaco-editor') : null;
                 if (!editor) {
-                    return { index, kind, lines: [], squiggles: [] };
+                    return { index, kind, lines: {}, squiggles: [] };
                 }
-                const lineTop = (el) => Math.round(parseFloat(el.closest('[style*="top"]')?.style.top ?? 'NaN'));
-                const viewLines = Array.from(editor.querySelectorAll('.view-lines .view-line'))
-                    .map((l) => ({ top: lineTop(l), text: l.textContent.replace(/\u00a0/g, ' ') }))
-                    .sort((a, b) => a.top - b.top);
-                const lines = viewLines.map((l) => l.text);
-                const squiggles = Array.from(editor.querySelectorAll('.view-overlays [class*="squiggly-"]')).map((el) => {
-                    const severity = (/squiggly-(error|warning|info|hint)/.exec(el.className) ?? [])[1] ?? el.className;
-                    const top = lineTop(el.parentElement);
-                    const at = viewLines.findIndex((l) => l.top === top);
-                    return { severity, line: at >= 0 ? at + 1 : null, top };
-                });
-                return { index, kind, lines, squiggles };
+                // A drawn line, its overlays and its number are placed at the same `top`
+                // (notebook.lineNumbers is on in this profile).
+                const numberAt = new Map(
+                    Array.from(editor.querySelectorAll('.margin-view-overlays > div'), (d) => [
+                        d.style.top,
+                        Number(d.querySelector('.line-numbers')?.textContent),
+                    ]),
+                );
+                const lineOf = (el) => {
+                    const placed = el.closest('.view-line, .view-overlays > div');
+                    return (placed && numberAt.get(placed.style.top)) || null;
+                };
+                const lines = {};
+                for (const l of editor.querySelectorAll('.view-lines .view-line')) {
+                    lines[lineOf(l)] = l.textContent.replace(/\u00a0/g, ' ');
+                }
+                const squiggles = Array.from(editor.querySelectorAll('.view-overlays [class*="squiggly-"]'), (el) => ({
+                    severity: (/squiggly-(error|warning|info|hint)/.exec(el.className) ?? [])[1] ?? el.className,
+                    line: lineOf(el),
+                }));
+                // The cursor's line (every cell editor keeps one, line 1 until moved).
+                const cursor = editor.querySelector('.cursors-layer .cursor');
+                const cursorLine = cursor ? numberAt.get(cursor.style.top) ?? null : null;
+                return { index, kind, lines, squiggles, cursorLine };
             })
             .sort((a, b) => a.index - b.index);
-    });
+        return { total: Number(rows[0]?.getAttribute('aria-setsize') ?? 0), cells };
+    }, CELL_LIST);
 }
 
-/** Scroll the notebook until cell `index` (from 1) is rendered; its rendered record. */
-async function revealCell(page, index) {
+/** Scroll the notebook to its first cell, by the mouse wheel over the cell list. */
+async function scrollToTop(page) {
+    const list = page.locator(`${CELL_LIST}:visible`).first();
     const end = Date.now() + UI_WAIT;
-    while (Date.now() < end) {
-        const cells = await notebookCells(page);
-        const cell = cells.find((c) => c.index === index);
-        if (cell && cell.lines.length > 0) {
-            await page
-                .locator(`.notebook-editor .cell-list-container .monaco-list-row[data-index="${index - 1}"]`)
-                .first()
-                .scrollIntoViewIfNeeded({ timeout: UI_WAIT })
-                .catch(() => undefined);
-            return cell;
+    for (;;) {
+        const { cells } = await notebookCells(page);
+        const first = cells.find((c) => c.index === 1);
+        if (first && (first.kind !== 'code' || '1' in first.lines)) {
+            return;
         }
-        // Not rendered yet: the list renders the rows in view; scroll towards the cell.
-        const last = cells.at(-1)?.index ?? 0;
-        await page.locator('.notebook-editor .cell-list-container').first().hover();
-        await page.mouse.wheel(0, last < index ? 300 : -300);
+        if (Date.now() > end) {
+            throw new Error(`the notebook does not scroll to its first cell: ${JSON.stringify(cells)}`);
+        }
+        await list.hover();
+        await page.mouse.wheel(0, -400);
         await page.waitForTimeout(250);
     }
-    throw new Error(`cell ${index} of the notebook is never rendered; rendered: ${JSON.stringify(await notebookCells(page))}`);
 }
 
-/** Wait for the underline of `problem` ({cell, line, severity}) in its cell's editor. */
-async function waitForCellSquiggle(page, problem) {
-    step(`wait for the ${problem.severity} underline at line ${problem.line} of cell ${problem.cell}`);
+/**
+ * Every cell of the notebook, read while scrolling it from the top to the bottom (the
+ * list draws only the rows in view, a cell editor only its lines in view).
+ */
+async function sweepCells(page) {
+    step('read every cell of the notebook, scrolling from the top to the bottom');
+    await scrollToTop(page);
+    const seen = new Map();
+    const end = Date.now() + UI_WAIT;
+    let total = 0;
+    for (let still = 0; still < 3 && Date.now() < end; ) {
+        const read = await notebookCells(page);
+        total = read.total;
+        let grew = false;
+        for (const cell of read.cells) {
+            const known = seen.get(cell.index) ?? { index: cell.index, kind: cell.kind, lines: {}, squiggles: [] };
+            for (const [n, text] of Object.entries(cell.lines)) {
+                grew ||= !(n in known.lines);
+                known.lines[n] = text;
+            }
+            for (const sq of cell.squiggles) {
+                if (!known.squiggles.some((k) => k.severity === sq.severity && k.line === sq.line)) {
+                    known.squiggles.push(sq);
+                    grew = true;
+                }
+            }
+            grew ||= !seen.has(cell.index);
+            seen.set(cell.index, known);
+        }
+        still = grew ? 0 : still + 1;
+        await page.mouse.wheel(0, 150);
+        await page.waitForTimeout(300);
+    }
+    const cells = [...seen.values()].sort((a, b) => a.index - b.index);
+    if (cells.length !== total) {
+        throw new Error(`read ${cells.length} of the notebook's ${total} cells: ${JSON.stringify(cells)}`);
+    }
+    return cells;
+}
+
+/** The status bar's texts (the notebook's "Cell 7 of 9"). */
+async function statusBarItems(page) {
+    return page.evaluate(() =>
+        Array.from(document.querySelectorAll('.statusbar-item'), (el) => el.textContent.replace(/\u00a0/g, ' ').trim()).filter(Boolean),
+    );
+}
+
+/**
+ * A problem's row clicked in the Problems panel, as a person would: the notebook editor
+ * must reveal its cell ("Cell 7 of 9" in the status bar) with the cursor at its line,
+ * and that cell's editor must underline the line.
+ */
+async function jumpToProblem(page, problem) {
+    step(`click the ${problem.code} problem: cell ${problem.cell}, line ${problem.line}`);
+    const row = page.locator('.markers-panel .monaco-list-row', { hasText: `[Ln ${problem.line}, Col ` }).filter({ hasText: problem.code }).first();
+    await row.click({ timeout: UI_WAIT });
     const end = Date.now() + TIMEOUT;
-    let cells = [];
+    let items = [];
+    let cell;
     while (Date.now() < end) {
-        await revealCell(page, problem.cell);
-        cells = await notebookCells(page);
-        const cell = cells.find((c) => c.index === problem.cell);
-        if (cell && cell.squiggles.some((s) => s.severity === problem.severity && s.line === problem.line)) {
-            result.notebook.cells = cells;
-            return cell;
+        items = await statusBarItems(page);
+        const inCell = items.some((t) => t.startsWith(`Cell ${problem.cell} of `));
+        cell = (await notebookCells(page)).cells.find((c) => c.index === problem.cell);
+        if (inCell && cell?.cursorLine === problem.line && cell.squiggles.some((sq) => sq.severity === problem.severity && sq.line === problem.line)) {
+            result.notebook.jumps = [...(result.notebook.jumps ?? []), { problem, statusBar: items, cell }];
+            return;
         }
         await page.waitForTimeout(500);
     }
-    result.notebook.cells = cells;
-    throw new Error(`no ${problem.severity} underline at line ${problem.line} of cell ${problem.cell}; cells: ${JSON.stringify(cells)}`);
+    throw new Error(`the click on the problem did not show cell ${problem.cell} underlined at line ${problem.line}, the cursor there; status bar: ${JSON.stringify(items)}; the cell: ${JSON.stringify(cell)}`);
 }
 
 /** The hover over `argument` on the line holding `code` in cell `cell`, by the mouse. */
 async function hoverInCell(page, hover) {
     step(`hover ${hover.argument} in "${hover.code}" of cell ${hover.cell}`);
-    await revealCell(page, hover.cell);
-    const row = page.locator(`.notebook-editor .cell-list-container .monaco-list-row[data-index="${hover.cell - 1}"]`).first();
+    const list = page.locator(`${CELL_LIST}:visible`).first();
+    const row = list.locator(`.monaco-list-row[data-index="${hover.cell - 1}"]`).first();
+    const line = row.locator('.view-lines .view-line', { hasText: hover.code }).first();
+    // Scroll from the top until the line is drawn.
+    await scrollToTop(page);
+    const shown = Date.now() + UI_WAIT;
+    while (!(await line.isVisible())) {
+        if (Date.now() > shown) {
+            throw new Error(`no line "${hover.code}" drawn in cell ${hover.cell}`);
+        }
+        await list.hover();
+        await page.mouse.wheel(0, 100);
+        await page.waitForTimeout(250);
+    }
+    await page.mouse.wheel(0, 100); // off the list's bottom edge
+    await page.waitForTimeout(250);
     const end = Date.now() + TIMEOUT;
     let text = '';
     while (Date.now() < end) {
-        // Where the argument is drawn: the box of its characters in the rendered line.
-        const box = await row.evaluate((el, { code, argument }) => {
-            const line = Array.from(el.querySelectorAll('.view-lines .view-line')).find((l) => l.textContent.replace(/\u00a0/g, ' ').includes(code));
-            if (!line) {
-                return null;
-            }
-            const at = line.textContent.replace(/\u00a0/g, ' ').indexOf(code) + code.indexOf(argument);
-            const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+        // Where the argument is drawn: the box of its character in the rendered line.
+        const box = await line.evaluate((el, { code, argument }) => {
+            const at = el.textContent.replace(/\u00a0/g, ' ').indexOf(code) + code.indexOf(argument);
+            const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
             let seen = 0;
             for (let node = walker.nextNode(); node; node = walker.nextNode()) {
                 if (at < seen + node.length) {
@@ -1181,7 +1292,7 @@ async function hoverInCell(page, hover) {
             return null;
         }, hover);
         if (box === null) {
-            throw new Error(`no line "${hover.code}" in cell ${hover.cell}`);
+            throw new Error(`no "${hover.argument}" in the line "${hover.code}" of cell ${hover.cell}`);
         }
         // A click puts the cursor there (the cell's editor takes focus), then the mouse rests.
         await page.mouse.click(box.x, box.y);
@@ -1212,9 +1323,9 @@ async function hoverInCell(page, hover) {
 
 /**
  * A notebook opened in the notebook editor: the extension activates on it, the client
- * syncs it as a notebook (`notebookDocument/didOpen` in the trace), its error shows in
- * the Problems panel and as an underline in its own cell at the cell's own line, and the
- * hover on a cell's `forward` argument is exportlens's.
+ * syncs it as a notebook (`notebookDocument/didOpen` in the trace), each problem shows
+ * in the Problems panel and, clicked, reveals its own cell underlined at the cell's own
+ * line, and the hover on a cell's `forward` argument is exportlens's.
  */
 async function notebook(page, profile, nb) {
     await openNotebook(page, nb.file);
@@ -1222,7 +1333,6 @@ async function notebook(page, profile, nb) {
     await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
     await waitForOutput(page, profile, /Server running/, 'a running server');
     await waitForOutput(page, profile, /Sending notification 'notebookDocument\/didOpen'/, 'notebookDocument/didOpen');
-    await screenshot(page, 'vscode-notebook-opened.png');
     step('open the Problems panel');
     await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
     await page.locator('.markers-panel').first().waitFor({ timeout: UI_WAIT });
@@ -1243,17 +1353,16 @@ async function notebook(page, profile, nb) {
         throw new Error(`missing in the Problems panel: ${JSON.stringify(missing)}; rows: ${JSON.stringify(rows)}`);
     }
     for (const problem of nb.problems) {
-        await waitForCellSquiggle(page, problem);
+        await jumpToProblem(page, problem);
     }
     await screenshot(page, 'vscode-notebook-problems.png');
+    await runCommand(page, 'View: Hide Panel');
     await hoverInCell(page, nb.hover);
     await screenshot(page, 'vscode-notebook-hover.png');
-    // Everything the cells show once the exports are done: no underline elsewhere.
-    result.notebook.cells = [];
-    for (const cell of nb.cells) {
-        result.notebook.cells.push(await revealCell(page, cell));
-    }
-    result.problems = await problemRows(page);
+    await page.keyboard.press('Escape');
+    await page.mouse.move(5, 5);
+    // Every cell once the exports are done: where the underlines are, and are not.
+    result.notebook.cells = await sweepCells(page);
     result.output = await outputText(page, profile);
 }
 
