@@ -151,7 +151,6 @@ def test_notebook_editor_shows_the_error_in_its_cell_and_the_hover(
             "file": NOTEBOOK,
             "problems": expected,
             "hover": {"cell": MODEL_CELL, "code": forward, "argument": "x", "expect": "USER_INPUT"},
-            "cells": list(range(1, len(_cells(marker)) + 1)),
         },
     )
 

@@ -17,8 +17,9 @@
 //                                                // picture: Show Graph as a Picture (Model Explorer's webview)
 //   features: {target, module, view, lineNodes, quickFix},  // see features() below
 //   picture: {file, lenses, node: {label, file, line}, cursor: {line, node}, edit: {append, label}},  // see picture()
-//   notebook: {file, problems: [{cell, line, code, severity}], hover: {cell, code, argument, expect},
-//              cells: [numbers]},                // notebook: an .ipynb in the notebook editor, see notebook()
+//   notebook: {file, problems: [{cell, line, code, severity}], hover: {cell, code, argument, expect}},
+//                                                // notebook: an .ipynb in the notebook editor, see notebook();
+//                                                // result.notebook: {jumps, hover, cells}
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
