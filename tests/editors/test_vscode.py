@@ -89,7 +89,11 @@ def test_vsix_holds_the_bundle_and_manifest(vsix: Path) -> None:
     assert manifest["main"] == "./dist/extension.js"
     assert manifest["capabilities"]["untrustedWorkspaces"]["supported"] is False
     assert manifest["capabilities"]["untrustedWorkspaces"]["description"]
-    assert set(manifest["activationEvents"]) == {"onLanguage:python", "workspaceContains:**/pyproject.toml"}
+    assert set(manifest["activationEvents"]) == {
+        "onLanguage:python",
+        "onNotebook:jupyter-notebook",
+        "workspaceContains:**/pyproject.toml",
+    }
     commands = {c["command"] for c in manifest["contributes"]["commands"]}
     assert commands == {
         "exportlens.reexport",

@@ -20,6 +20,7 @@ import { OWN_COMMANDS } from './commandIds';
 import { checkImportable, fixMessage } from './importCheck';
 import { chooseInterpreter, describeChoice, settingIsSet } from './interpreterChoice';
 import { logError, logInfo, logWarn } from './log';
+import { NotebookDiagnostics, serverPullsCells } from './notebookDiagnostics';
 import { pythonExtensionInterpreter } from './python';
 import { ServerSettings, didChangeConfigurationParams, initializationOptions } from './settings';
 
@@ -60,6 +61,7 @@ async function revealBeside(
 
 export class ServerController implements Disposable {
     private client: LanguageClient | undefined;
+    private notebookDiagnostics: NotebookDiagnostics | undefined;
     private queue: Promise<void> = Promise.resolve();
     private reportedProblems = new Set<string>();
     private readonly changed = new EventEmitter<void>();
@@ -110,6 +112,8 @@ export class ServerController implements Disposable {
     }
 
     private async stop(): Promise<void> {
+        this.notebookDiagnostics?.dispose();
+        this.notebookDiagnostics = undefined;
         const client = this.client;
         this.client = undefined;
         if (client === undefined) {
@@ -170,6 +174,9 @@ export class ServerController implements Disposable {
         logInfo(`Starting: ${choice.command} ${SERVE_ARGS.join(' ')} (cwd ${folder?.fsPath ?? process.cwd()})`);
         try {
             await client.start();
+            if (this.client === client && serverPullsCells(client)) {
+                this.notebookDiagnostics = new NotebookDiagnostics(client);
+            }
         } catch (error) {
             const message = `exportlens: the server failed to start (${String(error)}). See the exportlens output.`;
             logError(message);
@@ -199,9 +206,13 @@ export class ServerController implements Disposable {
         };
         const clientOptions: LanguageClientOptions = {
             // pyproject.toml too: the server shows the problems of its [tool.exportlens] there.
+            // Python cells of Jupyter notebooks too: the client syncs them as notebooks
+            // (notebookDocument/*, the server's notebookDocumentSync), and this entry gives
+            // the cells' `vscode-notebook-cell:` URIs the hovers, hints, lenses and fixes.
             documentSelector: [
                 { scheme: 'file', language: 'python' },
                 { scheme: 'file', pattern: '**/pyproject.toml' },
+                { notebook: { scheme: 'file', notebookType: 'jupyter-notebook' }, language: 'python' },
             ],
             outputChannel: this.channel,
             traceOutputChannel: this.channel,

@@ -11,12 +11,15 @@
 // Config: {
 //   node, codeServer, playwrightCore, chromium,  // from setup-code-server.sh
 //   vsix, python, workspaceFiles: [paths], artifacts: dir,
-//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture",  // plumbing: only the server
+//   mode: "plumbing" | "full" | "not-installed" | "features" | "picture" | "notebook",  // plumbing: only the server
 //                                                // start attempt; not-installed: `python` lacks exportlens;
 //                                                // features: hints, lenses, graph view, quick fix;
 //                                                // picture: Show Graph as a Picture (Model Explorer's webview)
 //   features: {target, module, view, lineNodes, quickFix},  // see features() below
 //   picture: {file, lenses, node: {label, file, line}, cursor: {line, node}, edit: {append, label}},  // see picture()
+//   notebook: {file, problems: [{cell, line, code, severity}], hover: {cell, code, argument, expect}},
+//                                                // notebook: an .ipynb in the notebook editor, see notebook();
+//                                                // result.notebook: {jumps, hover, cells}
 //   expectProblems: [{file, code, line}],        // full: must all show in the Problems panel
 //   hover: {file, line, column, expect},         // full: hover there must contain `expect`
 //   statusBar: {file: text},                     // full: the status item's text on each file
@@ -35,7 +38,7 @@ const config = JSON.parse(process.env.EXPORTLENS_E2E ?? '{}');
 const result = {
     ok: false, steps: [], problems: [], hover: '', graph: '', statusBar: {}, notification: '', problemsAfterChange: [],
     hints: {}, hintsOff: '', lenses: {}, lensCommands: [], jumps: [], lineNodes: '', quickFixes: [], problemsAfterFix: [],
-    output: '', screenshots: [], picture: {}, ui: null, error: null,
+    output: '', screenshots: [], picture: {}, notebook: {}, ui: null, error: null,
 };
 const log = (msg) => process.stderr.write(`e2e: ${msg}\n`);
 const started = Date.now();
@@ -113,6 +116,8 @@ function makeProfile(root) {
         // verbose: the log then holds each message's params, so the test can read exactly
         // what initializationOptions and didChangeConfiguration carried.
         'exportlens.trace.server': 'verbose',
+        // Line numbers in notebook cells: the test reads which line of a cell is underlined.
+        'notebook.lineNumbers': 'on',
     };
     fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
     for (const file of config.workspaceFiles) {
@@ -1051,6 +1056,317 @@ async function picture(page, profile, p) {
     await screenshot(page, 'vscode-graph-picture-refreshed.png');
 }
 
+// ---- issue 49: a Jupyter notebook in VS Code's own notebook editor --------------------
+
+/**
+ * Open a notebook from the Explorer, as a person would: VS Code's built-in notebook
+ * editor (the `jupyter-notebook` type of the built-in ipynb extension), with no kernel.
+ */
+async function openNotebook(page, name) {
+    step(`open ${name} in the notebook editor`);
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name }).first();
+    const end = Date.now() + UI_WAIT;
+    for (;;) {
+        await row.waitFor({ state: 'visible', timeout: UI_WAIT });
+        await row.click();
+        await page
+            .locator('.tabs-container .tab.active', { hasText: name })
+            .first()
+            .waitFor({ state: 'visible', timeout: UI_WAIT });
+        // The notebook editor, or the JSON in a text editor: opened before the ipynb
+        // extension's notebook type is registered (seconds after the workbench shows),
+        // VS Code falls back to the text editor.
+        let shown = '';
+        while (!shown && Date.now() < end) {
+            shown = await page.evaluate(() => {
+                const group = document.querySelector('.editor-group-container.active');
+                const visible = (el) => !!el && el.getClientRects().length > 0;
+                // The notebook editor is drawn in an overlay over its group, not inside it.
+                if (Array.from(document.querySelectorAll('.notebook-editor .cell-list-container .code-cell-row .view-lines')).some(visible)) {
+                    return 'notebook';
+                }
+                const text = Array.from(group?.querySelectorAll('.monaco-editor') ?? []).find((e) => !e.closest('.notebook-editor'));
+                return visible(text) ? 'text' : '';
+            });
+            if (!shown) {
+                await page.waitForTimeout(250);
+            }
+        }
+        if (shown === 'notebook') {
+            return;
+        }
+        if (Date.now() > end) {
+            throw new Error(`${name} never opened in the notebook editor (last: ${shown || 'nothing'})`);
+        }
+        step(`${name} opened as text (the notebook type is not registered yet): close it, open it again`);
+        const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+        await tab.hover();
+        await tab.locator('.tab-actions .action-label').first().click({ timeout: UI_WAIT });
+        await tab.waitFor({ state: 'detached', timeout: UI_WAIT });
+        await page.waitForTimeout(1000);
+    }
+}
+
+/** The notebook editor's cell list (`:visible`: the workbench may keep a hidden one). */
+const CELL_LIST = '.notebook-editor .cell-list-container';
+
+/**
+ * The notebook's rendered cells: `{index, kind, lines, squiggles}`, `index` the cell's
+ * number from 1 as Jupyter counts (markdown cells included), `lines` the drawn lines
+ * of a code cell's editor by their 1-based line number, `squiggles` the diagnostics'
+ * underlines drawn there as `{severity, line}`. A cell editor draws only the lines in
+ * view, so a line's number comes from its position in the editor, not from its order.
+ */
+async function notebookCells(page) {
+    return page.evaluate((selector) => {
+        const list = Array.from(document.querySelectorAll(selector)).find((el) => el.getClientRects().length > 0);
+        if (!list) {
+            return { total: 0, cells: [] };
+        }
+        const rows = Array.from(list.querySelectorAll('.monaco-list-row[data-index]'));
+        const cells = rows
+            .map((row) => {
+                const index = Number(row.getAttribute('data-index')) + 1;
+                const kind = row.classList.contains('code-cell-row') ? 'code' : row.classList.contains('markdown-cell-row') ? 'markdown' : 'other';
+                const editor = kind === 'code' ? row.querySelector('.monaco-editor') : null;
+                if (!editor) {
+                    return { index, kind, lines: {}, squiggles: [] };
+                }
+                // A drawn line, its overlays and its number are placed at the same `top`
+                // (notebook.lineNumbers is on in this profile).
+                const numberAt = new Map(
+                    Array.from(editor.querySelectorAll('.margin-view-overlays > div'), (d) => [
+                        d.style.top,
+                        Number(d.querySelector('.line-numbers')?.textContent),
+                    ]),
+                );
+                const lineOf = (el) => {
+                    const placed = el.closest('.view-line, .view-overlays > div');
+                    return (placed && numberAt.get(placed.style.top)) || null;
+                };
+                const lines = {};
+                for (const l of editor.querySelectorAll('.view-lines .view-line')) {
+                    lines[lineOf(l)] = l.textContent.replace(/\u00a0/g, ' ');
+                }
+                const squiggles = Array.from(editor.querySelectorAll('.view-overlays [class*="squiggly-"]'), (el) => ({
+                    severity: (/squiggly-(error|warning|info|hint)/.exec(el.className) ?? [])[1] ?? el.className,
+                    line: lineOf(el),
+                }));
+                // The cursor's line (every cell editor keeps one, line 1 until moved).
+                const cursor = editor.querySelector('.cursors-layer .cursor');
+                const cursorLine = cursor ? numberAt.get(cursor.style.top) ?? null : null;
+                return { index, kind, lines, squiggles, cursorLine };
+            })
+            .sort((a, b) => a.index - b.index);
+        return { total: Number(rows[0]?.getAttribute('aria-setsize') ?? 0), cells };
+    }, CELL_LIST);
+}
+
+/** Scroll the notebook to its first cell, by the mouse wheel over the cell list. */
+async function scrollToTop(page) {
+    const list = page.locator(`${CELL_LIST}:visible`).first();
+    const end = Date.now() + UI_WAIT;
+    for (;;) {
+        const { cells } = await notebookCells(page);
+        const first = cells.find((c) => c.index === 1);
+        if (first && (first.kind !== 'code' || '1' in first.lines)) {
+            return;
+        }
+        if (Date.now() > end) {
+            throw new Error(`the notebook does not scroll to its first cell: ${JSON.stringify(cells)}`);
+        }
+        await list.hover();
+        await page.mouse.wheel(0, -400);
+        await page.waitForTimeout(250);
+    }
+}
+
+/**
+ * Every cell of the notebook, read while scrolling it from the top to the bottom (the
+ * list draws only the rows in view, a cell editor only its lines in view).
+ */
+async function sweepCells(page) {
+    step('read every cell of the notebook, scrolling from the top to the bottom');
+    await scrollToTop(page);
+    const seen = new Map();
+    const end = Date.now() + UI_WAIT;
+    let total = 0;
+    for (let still = 0; still < 3 && Date.now() < end; ) {
+        const read = await notebookCells(page);
+        total = read.total;
+        let grew = false;
+        for (const cell of read.cells) {
+            const known = seen.get(cell.index) ?? { index: cell.index, kind: cell.kind, lines: {}, squiggles: [] };
+            for (const [n, text] of Object.entries(cell.lines)) {
+                grew ||= !(n in known.lines);
+                known.lines[n] = text;
+            }
+            for (const sq of cell.squiggles) {
+                if (!known.squiggles.some((k) => k.severity === sq.severity && k.line === sq.line)) {
+                    known.squiggles.push(sq);
+                    grew = true;
+                }
+            }
+            grew ||= !seen.has(cell.index);
+            seen.set(cell.index, known);
+        }
+        still = grew ? 0 : still + 1;
+        await page.mouse.wheel(0, 150);
+        await page.waitForTimeout(300);
+    }
+    const cells = [...seen.values()].sort((a, b) => a.index - b.index);
+    if (cells.length !== total) {
+        throw new Error(`read ${cells.length} of the notebook's ${total} cells: ${JSON.stringify(cells)}`);
+    }
+    return cells;
+}
+
+/** The status bar's texts (the notebook's "Cell 7 of 9"). */
+async function statusBarItems(page) {
+    return page.evaluate(() =>
+        Array.from(document.querySelectorAll('.statusbar-item'), (el) => el.textContent.replace(/\u00a0/g, ' ').trim()).filter(Boolean),
+    );
+}
+
+/**
+ * A problem's row clicked in the Problems panel, as a person would: the notebook editor
+ * must reveal its cell ("Cell 7 of 9" in the status bar) with the cursor at its line,
+ * and that cell's editor must underline the line.
+ */
+async function jumpToProblem(page, problem) {
+    step(`click the ${problem.code} problem: cell ${problem.cell}, line ${problem.line}`);
+    const row = page.locator('.markers-panel .monaco-list-row', { hasText: `[Ln ${problem.line}, Col ` }).filter({ hasText: problem.code }).first();
+    await row.click({ timeout: UI_WAIT });
+    const end = Date.now() + TIMEOUT;
+    let items = [];
+    let cell;
+    while (Date.now() < end) {
+        items = await statusBarItems(page);
+        const inCell = items.some((t) => t.startsWith(`Cell ${problem.cell} of `));
+        cell = (await notebookCells(page)).cells.find((c) => c.index === problem.cell);
+        if (inCell && cell?.cursorLine === problem.line && cell.squiggles.some((sq) => sq.severity === problem.severity && sq.line === problem.line)) {
+            result.notebook.jumps = [...(result.notebook.jumps ?? []), { problem, statusBar: items, cell }];
+            return;
+        }
+        await page.waitForTimeout(500);
+    }
+    throw new Error(`the click on the problem did not show cell ${problem.cell} underlined at line ${problem.line}, the cursor there; status bar: ${JSON.stringify(items)}; the cell: ${JSON.stringify(cell)}`);
+}
+
+/** The hover over `argument` on the line holding `code` in cell `cell`, by the mouse. */
+async function hoverInCell(page, hover) {
+    step(`hover ${hover.argument} in "${hover.code}" of cell ${hover.cell}`);
+    const list = page.locator(`${CELL_LIST}:visible`).first();
+    const row = list.locator(`.monaco-list-row[data-index="${hover.cell - 1}"]`).first();
+    const line = row.locator('.view-lines .view-line', { hasText: hover.code }).first();
+    // Scroll from the top until the line is drawn.
+    await scrollToTop(page);
+    const shown = Date.now() + UI_WAIT;
+    while (!(await line.isVisible())) {
+        if (Date.now() > shown) {
+            throw new Error(`no line "${hover.code}" drawn in cell ${hover.cell}`);
+        }
+        await list.hover();
+        await page.mouse.wheel(0, 100);
+        await page.waitForTimeout(250);
+    }
+    await page.mouse.wheel(0, 100); // off the list's bottom edge
+    await page.waitForTimeout(250);
+    const end = Date.now() + TIMEOUT;
+    let text = '';
+    while (Date.now() < end) {
+        // Where the argument is drawn: the box of its character in the rendered line.
+        const box = await line.evaluate((el, { code, argument }) => {
+            const at = el.textContent.replace(/\u00a0/g, ' ').indexOf(code) + code.indexOf(argument);
+            const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+            let seen = 0;
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                if (at < seen + node.length) {
+                    const range = document.createRange();
+                    range.setStart(node, at - seen);
+                    range.setEnd(node, at - seen + 1);
+                    const r = range.getBoundingClientRect();
+                    return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+                }
+                seen += node.length;
+            }
+            return null;
+        }, hover);
+        if (box === null) {
+            throw new Error(`no "${hover.argument}" in the line "${hover.code}" of cell ${hover.cell}`);
+        }
+        // A click puts the cursor there (the cell's editor takes focus), then the mouse rests.
+        await page.mouse.click(box.x, box.y);
+        await page.mouse.move(box.x + 1, box.y);
+        const widget = page.locator('.monaco-hover:not(.hidden)').first();
+        try {
+            await widget.waitFor({ state: 'visible', timeout: 5_000 });
+            text = (await widget.innerText()).trim();
+        } catch {
+            text = '';
+        }
+        if (text.includes(hover.expect)) {
+            result.notebook.hover = text;
+            await page.waitForFunction(() => {
+                const el = document.querySelector('.monaco-hover:not(.hidden)');
+                return el !== null && el.getAnimations({ subtree: true }).every((a) => a.playState === 'finished');
+            }, undefined, { timeout: UI_WAIT });
+            return;
+        }
+        // Not there yet (the export is still running): move away and come back.
+        await page.mouse.move(5, 5);
+        await page.keyboard.press('Escape');
+        await page.waitForTimeout(1000);
+    }
+    result.notebook.hover = text;
+    throw new Error(`the hover on ${hover.argument} in cell ${hover.cell} never showed ${hover.expect}; last: ${text}`);
+}
+
+/**
+ * A notebook opened in the notebook editor: the extension activates on it, the client
+ * syncs it as a notebook (`notebookDocument/didOpen` in the trace), each problem shows
+ * in the Problems panel and, clicked, reveals its own cell underlined at the cell's own
+ * line, and the hover on a cell's `forward` argument is exportlens's.
+ */
+async function notebook(page, profile, nb) {
+    await openNotebook(page, nb.file);
+    // No Python file is open: the notebook alone activated the extension.
+    await waitForOutput(page, profile, /Starting: .* -m exportlens serve/, 'the server start');
+    await waitForOutput(page, profile, /Server running/, 'a running server');
+    await waitForOutput(page, profile, /Sending notification 'notebookDocument\/didOpen'/, 'notebookDocument/didOpen');
+    step('open the Problems panel');
+    await runCommand(page, 'View: Focus Problems (Errors, Warnings, Infos)');
+    await page.locator('.markers-panel').first().waitFor({ timeout: UI_WAIT });
+    step(`wait for ${nb.problems.length} problems in the Problems panel`);
+    const end = Date.now() + TIMEOUT;
+    let rows = [];
+    let missing = nb.problems;
+    while (Date.now() < end) {
+        rows = await problemRows(page);
+        missing = nb.problems.filter((p) => !rows.some((r) => r.includes(p.code) && r.includes(`[Ln ${p.line}, Col `)));
+        if (missing.length === 0) {
+            break;
+        }
+        await page.waitForTimeout(500);
+    }
+    result.problems = rows;
+    if (missing.length > 0) {
+        throw new Error(`missing in the Problems panel: ${JSON.stringify(missing)}; rows: ${JSON.stringify(rows)}`);
+    }
+    for (const problem of nb.problems) {
+        await jumpToProblem(page, problem);
+    }
+    await screenshot(page, 'vscode-notebook-problems.png');
+    await runCommand(page, 'View: Hide Panel');
+    await hoverInCell(page, nb.hover);
+    await screenshot(page, 'vscode-notebook-hover.png');
+    await page.keyboard.press('Escape');
+    await page.mouse.move(5, 5);
+    // Every cell once the exports are done: where the underlines are, and are not.
+    result.notebook.cells = await sweepCells(page);
+    result.output = await outputText(page, profile);
+}
+
 async function main() {
     fs.mkdirSync(config.artifacts, { recursive: true });
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'exportlens-vscode-e2e-'));
@@ -1079,6 +1395,11 @@ async function main() {
         await page.locator('.monaco-workbench').waitFor({ timeout: 120_000 });
         await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor({ timeout: 120_000 });
 
+        if (config.mode === 'notebook') {
+            await notebook(page, profile, config.notebook);
+            result.ok = true;
+            return;
+        }
         const first = path.basename(config.workspaceFiles.find((f) => f.endsWith('.py')));
         await openFile(page, first); // onLanguage:python activates the extension
         if (config.mode === 'not-installed') {
