@@ -154,14 +154,14 @@ def test_notebook_editor_shows_the_error_in_its_cell_and_the_hover(
         },
     )
 
-    # The client synced the notebook as one: its Python code cells, by cell URIs.
+    # The client synced the notebook as one: every cell (markdown too, so the server
+    # numbers cells as Jupyter and the CLI do), by cell URIs.
     (opened,) = _traced_params(result["output"], "Sending notification 'notebookDocument/didOpen'")
     assert opened["notebookDocument"]["notebookType"] == "jupyter-notebook", opened
     assert opened["notebookDocument"]["uri"].endswith(f"/{NOTEBOOK}"), opened
-    code_cells = [n for n, (kind, _) in enumerate(_cells(marker), start=1) if kind == "code"]
-    assert len(opened["cellTextDocuments"]) == len(code_cells), opened
+    kinds = [kind for kind, _ in _cells(marker)]
+    assert [d["languageId"] for d in opened["cellTextDocuments"]] == ["python" if k == "code" else "markdown" for k in kinds], opened
     assert all(d["uri"].startswith("vscode-notebook-cell:") for d in opened["cellTextDocuments"]), opened
-    assert all(d["languageId"] == "python" for d in opened["cellTextDocuments"]), opened
     # Not a second time as plain text documents.
     assert not re.search(r"Sending notification 'textDocument/didOpen'[^\n]*\n[^\n]*vscode-notebook-cell", result["output"])
 
