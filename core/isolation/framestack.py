@@ -3,17 +3,20 @@
 Why: CPython (3.11 and later) keeps a thread's frames in a stack of chunks, 16 kB
 each, and frees a chunk as soon as the frame at its base returns. A call tree that
 goes up and down across a chunk's edge maps a chunk and unmaps it again at each
-crossing: an ``mmap``, a page fault on fresh memory and an ``munmap`` (~9 us here).
-Where the edge falls depends on how deep the caller already is: a tiny BERT's export
-crossed one ~3,900 times in a job (~35 ms of a ~530 ms export, seen as page faults on
-one transient page, all from ``allocate_chunk``), and not at all in a process that
-called it from a shallower frame.
+crossing: an ``mmap``, a page fault on fresh memory and an ``munmap``. Where the edge
+falls depends on how deep the caller already is, so an export in a job may cross one
+thousands of times where the same export called from a shallower frame crosses none
+(CPython's gh-142183).
 
 ``call`` runs a function under a frame that asks for ``ROOM`` more stack than it uses:
 the interpreter gives it a chunk of its own, twice that size, and every frame below
 it lies in the same chunk until the calls go ~1 MB deep. The frame's unused stack is
 never written, so it costs address space, not memory. Python before 3.11 allocates
-each frame on its own; there this is an ordinary call.
+each frame on its own; there this is an ordinary call. A CPython that keeps a freed
+chunk per thread (3.14.4 on, and 3.13's backport) no longer thrashes without it:
+there it gains nothing.
+
+Measured, and when to remove it: docs/decisions/0006-frame-stack-chunk.md.
 """
 
 from __future__ import annotations
