@@ -1,16 +1,19 @@
 """A notebook as JupyterLab's LSP extension sends it: a "virtual document". Torch-free.
 
 jupyterlab-lsp does not use LSP's notebook sync. It opens one plain text document
-per notebook, languageId ``python``, at ``<root>/.virtual_documents/<notebook path>``
-(``nb.ipynb`` keeps its name: the URI ends in ``.ipynb``, the text is Python). Its
-text is the notebook's cells in order, each followed by two blank lines; a markdown
-cell is one empty line. IPython syntax is rewritten as calls that compile:
+per notebook, languageId ``python``, at the notebook's own URI when the server's
+spec says ``"requires_documents_on_disk": false``, else (jupyter-lsp's default) at
+``<root>/.virtual_documents/<notebook path>``, written there too, with
+``<root>/.virtual_documents`` as the ``rootUri``. Either way the URI ends in
+``.ipynb`` and the text is Python: the notebook's cells in order, each followed by
+two blank lines; a markdown cell is one empty line. IPython syntax is rewritten as calls that compile:
 ``%time x`` as ``get_ipython().run_line_magic("time", " x")``, ``!ls`` as
 ``get_ipython().getoutput("ls")``, a ``%%bash`` cell as one
 ``get_ipython().run_cell_magic(...)`` call, and a ``%%time`` or ``%%capture`` cell
 between ``# START_CELL_MAGIC`` and ``# END_CELL_MAGIC`` comments. Those calls
 compile but fail when run (no ``get_ipython`` outside IPython). The extension maps
-each line back to its cell itself, so the server must answer line for line.
+each line back to its cell itself, so the server must answer line for line. It
+drops a diagnostic on a line it rewrote or on a blank line between cells.
 
 :func:`module_text` gives that text the meaning a notebook on disk has
 (``core/project/notebooks.py``), line for line: the extension's rewrites are turned
