@@ -183,7 +183,7 @@ def module_of(cells: Sequence[Cell], names: Iterable[str] = ()) -> NotebookModul
     for number, cell in enumerate(cells, start=1):
         if cell.kind != "code" or not cell.text.strip():
             continue
-        text = cell.text.replace("\r\n", "\n").replace("\r", "\n")
+        text = cell_text(cell)
         if SKIP_MARK.match(text):
             skipped.append(number)
             continue
@@ -218,3 +218,19 @@ def read(path: str, data: bytes | None = None) -> NotebookModule:
         with open(path, "rb") as f:
             data = f.read()
     return module_of(read_cells(data), pyproject_names(path))
+
+
+def with_cells(data: bytes | str, texts: dict[int, str]) -> str:
+    """The notebook's JSON with the sources of the cells in ``texts`` (by number)
+    replaced, everything else kept, written as Jupyter writes notebooks (one-space
+    indent, UTF-8, a final newline). NotebookError when ``data`` is no notebook."""
+    read_cells(data)  # says why it is no notebook
+    nb = json.loads(data)
+    for number, text in texts.items():
+        nb["cells"][number - 1]["source"] = text.splitlines(keepends=True)
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def cell_text(cell: Cell) -> str:
+    """A cell's text as its module lines were made from it (newlines as ``\\n``)."""
+    return cell.text.replace("\r\n", "\n").replace("\r", "\n")

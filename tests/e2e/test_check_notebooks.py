@@ -40,6 +40,9 @@ def test_json_places_each_diagnostic_and_target_in_its_cell(project: Path) -> No
     [file] = json.loads(proc.stdout)["files"]
     [d] = file["diagnostics"]
     assert (d["code"], d["cell"], d["line"], d["column"], d["end_line"]) == ("data-dependent", HELPER_CELL, HELPER_LINE, 5, HELPER_LINE)
+    # Its verified fix edits the helper's cell, at lines counted in that cell.
+    [edit] = d["fixes"][0]["edits"]
+    assert (edit["path"], edit["cell"], edit["line"]) == ("nb.ipynb", HELPER_CELL, HELPER_LINE)
     [target] = file["targets"]
     assert (target["name"], target["cell"], target["line"], target["status"]) == ("Net", MODEL_CELL, 1, "error")
     assert not (project / "TRAINED").exists()  # the training cell after the model never ran
@@ -88,6 +91,14 @@ def test_a_fixed_cell_exports_and_a_folder_check_finds_the_notebook(tmp_path: Pa
     assert file["path"] == "nb.ipynb" and file["diagnostics"] == []
     [target] = file["targets"]
     assert target["status"] == "ok" and target["signature"]["inputs"][0]["shape"] == [3]
+    assert (target["signature"]["inputs"][0]["cell"], target["signature"]["inputs"][0]["line"]) == (MODEL_CELL, 2)
+    # show and graph take a notebook too, with the same places.
+    env = dict(os.environ, PYTHONWARNINGS="ignore", NO_COLOR="1")
+    show = subprocess.run([sys.executable, "-m", "exportlens", "show", "--cache-dir", str(tmp_path / ".cache"), "nb.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert show.stdout.splitlines()[0].startswith(f"Net (nb.ipynb:cell {MODEL_CELL}:1): ok"), show.stdout + show.stderr
+    graph = subprocess.run([sys.executable, "-m", "exportlens", "graph", "--cache-dir", str(tmp_path / ".cache"), "nb.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    sources = {a["value"] for g in json.loads(graph.stdout)["graphs"] for n in g["nodes"] for a in n["attrs"] if a["key"] == "source"}
+    assert sources == {f"nb.ipynb:cell {MODEL_CELL}:2", f"nb.ipynb:cell {MODEL_CELL}:3"}, graph.stderr
     assert not (tmp_path / "TRAINED").exists()
 
 
@@ -97,3 +108,20 @@ def test_a_file_that_is_no_notebook_says_why_at_line_1(tmp_path: Path) -> None:
     [d] = json.loads(proc.stdout)["files"][0]["diagnostics"]
     assert d["code"] == "syntax-error" and d["line"] == 1
     assert d["message"].startswith("the notebook cannot be read: the notebook is not valid JSON")
+
+
+def test_check_fix_verifies_and_rewrites_only_the_fixed_cell(tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "nb.ipynb")
+    before = json.loads(path.read_text(encoding="utf-8"))
+    diff = _check(tmp_path, "--diff", "nb.ipynb")
+    assert f"--- a/nb.ipynb:cell {HELPER_CELL}\n+++ b/nb.ipynb:cell {HELPER_CELL}\n" in diff.stdout, diff.stderr
+    assert "-    if x.sum() > 0:" in diff.stdout and "+    return torch.where(x.sum() > 0, x + 1, x - 1)" in diff.stdout
+    assert json.loads(path.read_text(encoding="utf-8")) == before  # --diff writes nothing
+    fixed = _check(tmp_path, "--fix", "nb.ipynb")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "Fixed 1 diagnostic in 1 file" in fixed.stderr
+    after = json.loads(path.read_text(encoding="utf-8"))
+    assert "".join(after["cells"][HELPER_CELL - 1]["source"]) == "def helper(x):\n    return torch.where(x.sum() > 0, x + 1, x - 1)\n"
+    after["cells"][HELPER_CELL - 1]["source"] = before["cells"][HELPER_CELL - 1]["source"]
+    assert after == before  # every other cell, the metadata and the ids as they were
+    assert not (tmp_path / "TRAINED").exists()

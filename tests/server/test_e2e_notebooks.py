@@ -68,6 +68,19 @@ class Notebook:
         return [d for d in got if d is not None]
 
 
+def _applied(text: str, edits: list[types.TextEdit]) -> str:
+    """``text`` with LSP edits applied (ASCII text: UTF-16 units are characters)."""
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        start = offsets[e.range.start.line] + e.range.start.character
+        end = offsets[e.range.end.line] + e.range.end.character
+        text = text[:start] + e.new_text + text[end:]
+    return text
+
+
 def _describes(client: RecordingClient) -> int:
     return sum("runs code cells" in m.message for m in client.log_messages)
 
@@ -92,10 +105,21 @@ async def test_a_notebook_s_error_is_on_its_cell_and_an_edit_of_the_cell_clears_
         # Nothing of the export is in a markdown cell.
         assert await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(nb.cells[0]), types.Position(0, 2))) is None
 
+        # The verified quick fix, asked on the helper's cell, edits that cell in its own lines.
+        assert await client.fixes_verified(nb.uri, 1) >= 1
+        context = types.CodeActionContext(diagnostics=[d], only=[types.CodeActionKind.QuickFix])
+        actions = await client.text_document_code_action_async(types.CodeActionParams(types.TextDocumentIdentifier(nb.cells[HELPER_CELL - 1]), d.range, context))
+        [preferred] = [a for a in actions or [] if isinstance(a, types.CodeAction) and a.is_preferred]
+        assert preferred.edit is not None and preferred.edit.document_changes is not None
+        [change] = preferred.edit.document_changes
+        assert isinstance(change, types.TextDocumentEdit) and change.text_document.uri == nb.cells[HELPER_CELL - 1]
+        fixed = _applied(nb.texts[HELPER_CELL - 1], [e for e in change.edits if isinstance(e, types.TextEdit)])
+        assert fixed == FIXED_HELPER
+
         exports = _describes(client)
         nb.edit(1, "# Another title")  # markdown: the module is the same, nothing is exported
         nb.edit(len(MODEL_CELLS), "train(model, epochs=3)")  # after the model: the same
-        nb.edit(HELPER_CELL, FIXED_HELPER)  # the fix, typed in its cell
+        nb.edit(HELPER_CELL, fixed)  # the fix, applied in its cell
         assert await nb.published(HELPER_CELL, 0) == []
         assert _describes(client) == exports + 1  # one export: the fixed helper's
         hints = await client.text_document_inlay_hint_async(

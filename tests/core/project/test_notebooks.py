@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from exportlens.core.project import notebooks
@@ -85,3 +87,12 @@ def test_a_folder_check_finds_notebooks_that_declare_in_code_not_in_markdown(tmp
     broken.write_bytes(b"{")
     assert declares_targets(str(broken), b"{")  # checked, so that the check says why
     assert notebooks.read(str(tmp_path / "model.ipynb")).after == (7,)
+
+
+def test_with_cells_replaces_only_the_cells_given() -> None:
+    data = notebook_json(MODEL_CELLS)
+    out = json.loads(notebooks.with_cells(data, {3: "def helper(x):\n    return x\n"}))
+    before = json.loads(data)
+    assert out["cells"][2]["source"] == ["def helper(x):\n", "    return x\n"]
+    out["cells"][2]["source"] = before["cells"][2]["source"]
+    assert out == before
