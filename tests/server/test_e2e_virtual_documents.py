@@ -6,8 +6,8 @@ server that logged its input): its capabilities, a ``rootUri`` and nothing else 
 (``tests/core/project/test_virtual_documents.py``'s ``MODEL_VIRTUAL``), at the
 notebook's own URI (``"requires_documents_on_disk": false``, as docs/editors.md
 configures it) or under ``.virtual_documents/`` (jupyter-lsp's default). The error is
-published on the helper's line, the training cell never runs, and the fixed helper
-clears it. ``tests/editors/test_jupyterlab.py`` does the same in JupyterLab itself.
+published on the helper's line, the training cell never runs, hover answers on the
+model's class, and the fixed helper clears the error. ``tests/editors/test_jupyterlab.py`` does the same in JupyterLab itself.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ async def test_jupyterlab_lsp_s_text_of_a_notebook_runs_as_the_notebook(where: s
         lines = MODEL_VIRTUAL.split("\n")
         assert (d.code, d.range.start.line, d.range.start.character) == ("data-dependent", lines.index("    if x.sum() > 0:"), 4), d
         assert not (tmp_path / "TRAINED").exists()  # the training cell after the model never ran
+        # Hover on the model's class line names the target (JupyterLab asks with Ctrl held).
+        hover = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(lines.index("class Net(nn.Module):"), 7)))
+        assert hover is not None and "Net" in str(hover.contents), hover
 
         # The fix, typed in the helper's cell: the extension sends the whole text again.
         helper = lines.index("def helper(x):")
