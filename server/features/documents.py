@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from lsprotocol import types
 from pygls import uris
 
+from exportlens.core.project import virtual_documents
 from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.core.trace import mark
 from exportlens.server import config, pyproject_view, verification, warmup
@@ -180,6 +181,8 @@ def register(server: Host) -> None:
         # right after cannot overtake this open.
         doc = params.text_document
         path = uris.to_fs_path(doc.uri) or doc.uri
+        # jupyterlab-lsp's text of a notebook runs as the notebook: its folder, its project.
+        path = virtual_documents.notebook_path(path) or path
         toml = doc.uri.startswith("file:") and pyproject_view.is_pyproject(path)
         if not is_python(doc.uri, doc.language_id) and not toml:
             return
