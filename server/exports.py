@@ -21,11 +21,11 @@ from lsprotocol import types
 
 from exportlens.core import torchversion
 from exportlens.core.model.results import Diagnostic, FileResult
-from exportlens.core.project import notebooks, virtual_documents
 from exportlens.core.project.files import declares_targets
 from exportlens.core.watch import changed_since
 from exportlens.server import indexes, overlays, pyproject_view, runner, verification, views
 from exportlens.server.features import diagnostics, graph, untrusted
+from exportlens.server.notebooks import exported_text
 from exportlens.server.positions import split_lines
 from exportlens.server.state import Mode
 
@@ -58,9 +58,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
         return
     document = server.workspace.get_text_document(uri)
     text, version = document.source, document.version
-    if notebooks.is_notebook(state.path) and uri not in server.notebooks:
-        # A notebook's code sent as a text document (jupyterlab-lsp): as its module, line for line.
-        text = virtual_documents.module_text(text, notebooks.pyproject_names(state.path))
+    text = exported_text(server.notebooks, uri, state.path, text)  # a notebook sent as text: its module
     if not declares_targets(state.path, text):
         # Not a model file (or no longer one): what the targets that import it found here.
         if state.declares:

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 from lsprotocol import types
 
-from exportlens.core.project import notebooks
+from exportlens.core.project import notebooks, virtual_documents
 from exportlens.core.project.notebooks import Cell, NotebookModule
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,15 @@ def build(notebook: types.NotebookDocument, texts: dict[str, tuple[str, str | No
     cells = [Cell(kind(c, texts.get(c.document, ("", None))[1]), texts.get(c.document, ("", None))[0]) for c in notebook.cells]
     module = notebooks.module_of(cells, notebooks.pyproject_names(path))
     return NotebookView(notebook.uri, path, [c.document for c in notebook.cells], module)
+
+
+def exported_text(notebooks_open: dict[str, NotebookView], uri: str, path: str, text: str) -> str:
+    """What a document's export runs: its text; for a notebook sent as one text
+    document (jupyterlab-lsp's virtual document), its module, line for line. A
+    notebook synced as a notebook already holds its module's text at its URI."""
+    if notebooks.is_notebook(path) and uri not in notebooks_open:
+        return virtual_documents.module_text(text, notebooks.pyproject_names(path))
+    return text
 
 
 # -- moving places between a cell and the module ------------------------------------

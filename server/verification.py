@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from exportlens.core.fixes.verified import Offered, has_candidates, verify
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
+from exportlens.server.notebooks import exported_text
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host
@@ -49,7 +50,7 @@ def _read(server: Host, path: str) -> str | None:
     try:
         for state in list(server.documents.values()):
             if os.path.realpath(state.path) == path:
-                return server.workspace.get_text_document(state.uri).source
+                return exported_text(server.notebooks, state.uri, state.path, server.workspace.get_text_document(state.uri).source)
     except (RuntimeError, KeyError):
         pass
     try:
