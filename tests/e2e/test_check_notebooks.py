@@ -125,3 +125,23 @@ def test_check_fix_verifies_and_rewrites_only_the_fixed_cell(tmp_path: Path) -> 
     after["cells"][HELPER_CELL - 1]["source"] = before["cells"][HELPER_CELL - 1]["source"]
     assert after == before  # every other cell, the metadata and the ids as they were
     assert not (tmp_path / "TRAINED").exists()
+
+
+def test_the_same_code_in_a_py_file_gets_the_same_report(tmp_path: Path) -> None:
+    """Done when: a model in a notebook gets what the same code in a ``.py`` file gets,
+    at its cell and line."""
+    from exportlens.core.project import notebooks
+
+    path = write_notebook(tmp_path / "nb.ipynb")
+    module = notebooks.read(str(path))
+    (tmp_path / "same.py").write_text(module.text, encoding="utf-8")
+    proc = _check(tmp_path, "--format", "json", "nb.ipynb", "same.py")
+    files = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+    nb, py = files["nb.ipynb"], files["same.py"]
+    assert len(nb["diagnostics"]) == len(py["diagnostics"]) >= 1
+    for a, b in zip(nb["diagnostics"], py["diagnostics"], strict=True):
+        assert module.line_of(a["cell"], a["line"]) == b["line"]
+        assert {k: v for k, v in a.items() if k not in ("cell", "line", "end_line", "fixes")} == {k: v for k, v in b.items() if k not in ("line", "end_line", "fixes")}
+        assert [f["title"] for f in a.get("fixes", [])] == [f["title"] for f in b.get("fixes", [])]
+    [ta], [tb] = nb["targets"], py["targets"]
+    assert (ta["name"], ta["status"], module.line_of(ta["cell"], ta["line"])) == (tb["name"], tb["status"], tb["line"])
