@@ -40,7 +40,7 @@ from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.stores import DeferredStores
 from exportlens.server.trust import TrustGate
-from exportlens.server.workers import ExportBridge, WorkerState
+from exportlens.server.workers import ExportBridge, BridgeState
 
 log = logging.getLogger("exportlens.server")
 
@@ -55,7 +55,7 @@ class ExportLensServer(LanguageServer):
         self.init_section: dict[str, Any] = {}
         self.user_section: dict[str, Any] = {}
         self.documents: dict[str, DocumentState] = {}
-        self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_worker_state)
+        self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_bridge_state)
         self.scheduler = Scheduler(self._export, debounce_s=0.3, on_error=self._export_failed)
         self.progress_for: dict[int, JobProgress] = {}
         self.fresh: set[str] = set()  # documents whose next export skips the cache
@@ -234,8 +234,8 @@ class ExportLensServer(LanguageServer):
         elif event.kind == "ready":
             self.log_message(f"exportlens: worker ready ({event.detail})")
 
-    def _on_worker_state(self, old: WorkerState, new: WorkerState) -> None:
-        how = f" (jobs start by {self.bridge.start_method})" if new is WorkerState.STARTING and self.bridge.start_method else ""
+    def _on_bridge_state(self, old: BridgeState, new: BridgeState) -> None:
+        how = f" (jobs start by {self.bridge.start_method})" if new is BridgeState.STARTING and self.bridge.start_method else ""
         self.log_message(f"exportlens: workers {old.value} -> {new.value}{how}", types.MessageType.Log)
 
     # ---- file watching

@@ -47,7 +47,7 @@ from exportlens.core.isolation.messages import (
     MessageError,
     Preloaded,
     Preloading,
-    Progress,
+    TargetProgress,
     Retiring,
     WorkerReady,
 )
@@ -395,7 +395,7 @@ class WorkerPool:
                 done[request.id] = message.result
         elif isinstance(message, JobStarted):
             worker.job_pid = message.pid
-        elif isinstance(message, Progress):
+        elif isinstance(message, TargetProgress):
             # Also a heartbeat: last_heard is already updated.
             self._emit(PoolEvent("begin", request_id=message.id, target=message.target, index=message.index, total=message.total, phase=message.phase))
         else:

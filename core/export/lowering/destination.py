@@ -29,7 +29,7 @@ from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import Signature, SourceLine
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Subject:
     built: Built
     candidate: Candidate
     loaded: Loaded
-    sources: Sources
+    sources: UserSources
     signature: Signature | None
     keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``, ``--save-pte``)
     # The layers found in training mode that compute otherwise in eval mode, as
