@@ -29,18 +29,18 @@ from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
 from exportlens.core.watch import Watcher, dependency_folders, self_caused, stale_by
-from exportlens.server import auth, exports, framing, listener, pyproject_view, views, warmup
+from exportlens.server import auth, exports, framing, listener, open_modules, pyproject_view, warm_at_initialize
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
-from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses
-from exportlens.server.features.progress import JobProgress
+from exportlens.server.features import actions, commands, documents, graph_view, hints, hover, lenses
+from exportlens.server.features.work_done import JobProgress
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.stores import DeferredStores
-from exportlens.server.trust import TrustGate
-from exportlens.server.workers import ExportBridge, BridgeState
+from exportlens.server.trust_gate import TrustGate
+from exportlens.server.workers import BridgeState, ExportBridge
 
 log = logging.getLogger("exportlens.server")
 
@@ -146,13 +146,13 @@ class ExportLensServer(LanguageServer):
         self.show_once(f"exportlens could not export {os.path.basename(uri)}: {type(error).__name__}: {error} (see the output log)", types.MessageType.Error)
 
     def warm(self) -> None:
-        """Warm a worker when a trusted workspace folder has a model file (``warmup``)."""
+        """Warm a worker when a trusted workspace folder has a model file (``warm_at_initialize``)."""
         folders = [f for f in self.trust.folders if self.trust.allows(f)]
         unsupported = torchversion.problem()  # a worker would import a torch no result may come from
         if unsupported is not None:
             self.log_message(f"exportlens: no worker is warmed: {unsupported}", types.MessageType.Warning)
         elif folders:
-            self.background(warmup.warm_if_models(self, folders), "warming a worker")
+            self.background(warm_at_initialize.warm_if_models(self, folders), "warming a worker")
         else:
             self.log_message("exportlens: no trusted workspace folder; no worker is warmed", types.MessageType.Log)
 
@@ -254,7 +254,7 @@ class ExportLensServer(LanguageServer):
                 changed = ", ".join(sorted(os.path.basename(p) for p in stale))
                 self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
                 self.scheduler.schedule(uri, delay=False)
-        views.stale_views(self, paths)  # open model modules: their view's inputs
+        open_modules.stale_views(self, paths)  # open model modules: their view's inputs
         pyproject_view.stale(self, paths)  # an open pyproject.toml: itself and the files it names
 
     def watch_dependencies(self) -> None:
@@ -295,7 +295,7 @@ def create_server() -> ExportLensServer:
     lenses.register(server)
     commands.register(server)
     actions.register(server)
-    graph.register(server)
+    graph_view.register(server)
     return server
 
 

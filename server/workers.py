@@ -8,7 +8,7 @@ kills its job process at once (nothing waits for it).
 
 Workers start on the first export that missed the cache, or earlier with
 ``warm()`` (the server calls it at ``initialize`` when the workspace has a model
-file: ``exportlens.server.warmup``), and then stay warm. Like esbonio's child
+file: ``exportlens.server.warm_at_initialize``), and then stay warm. Like esbonio's child
 process client, the bridge has an explicit state and
 one ``_set_state`` that logs each transition.
 """

@@ -47,8 +47,8 @@ from exportlens.core.isolation.messages import (
     MessageError,
     Preloaded,
     Preloading,
-    TargetProgress,
     Retiring,
+    TargetProgress,
     WorkerReady,
 )
 from exportlens.core.isolation.waiting import Waiter, make_waiter

@@ -8,7 +8,7 @@ again (``workspace/diagnostic/refresh``), because exports also finish out of ban
 version the result was made for.
 
 A diagnostic whose line is in a local module the target imports (``Diagnostic.path``)
-is published in that module when it is open (``exportlens.server.views``); the
+is published in that module when it is open (``exportlens.server.open_modules``); the
 declaring file shows it at the target's line, naming the module's line.
 
 Core diagnostics are 1-based lines with UTF-8 byte columns; ``to_lsp`` turns them
@@ -144,7 +144,7 @@ def publish(server: Host, state: DocumentState) -> None:
         found_here.append(state.notice)  # an untrusted folder's notice (``features/untrusted``)
     if found_here:
         for found in found_here:
-            # A line in a local module is published there (``views``); here it
+            # A line in a local module is published there (``open_modules``); here it
             # stands at the target that found it, never at the module's line number.
             d = at_declaration(found, state.path)
             if d is None or not disabled.enabled(d.code):

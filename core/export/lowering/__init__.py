@@ -10,7 +10,7 @@ per destination on the target's result.
 
 - ``destination.py``: the interface (lower, run) and the run every destination shares;
 - ``outputs.py`` + ``numerics.py``: the comparison with eager, shared;
-- ``nodes.py``: from a failure or a node to the user's line, shared;
+- ``fx_nodes.py``: from a failure or an fx node to the user's line, shared;
 - one module per destination: ``onnx.py``, ``executorch.py``.
 """
 
