@@ -175,7 +175,7 @@ def _teach(learning: Learning) -> None:
     (the model's tensors, a new arena) adds an anonymous page, and populating could
     not spare it. (Faults on file mappings count as copies here: an over-count only
     costs the ~7 ms read, which then finds what was really copied.)"""
-    import resource  # there is a lesson only where there is ``resource`` (``Forker.spawn_standby``)
+    import resource  # there is a lesson only where there is ``resource`` (``Forker.start_standby``)
 
     try:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
