@@ -67,7 +67,7 @@ def rss_mb(pid: int) -> float:
 def in_process(path: Path, cache: Path) -> None:
     from exportlens.core.pipeline import Overrides, Pipeline
     from exportlens.program import read_program
-    from exportlens.server.features.graph import graph_view
+    from exportlens.server.features.graph_view import graph_view
     from exportlens.server.features.hints import HintIndex
     from exportlens.server.features.hover.index import HoverIndex
     from exportlens.server.markup import MARKDOWN

@@ -40,7 +40,7 @@ MODEL = textwrap.dedent(
 
 LOOKUP = """
 import glob, statistics, sys, time
-from exportlens.core.cache.files import KIND_MANIFEST, decode_file
+from exportlens.core.cache.entry_file import KIND_MANIFEST, decode_file
 from exportlens.core.cache.keys import second_key
 
 [manifest] = [decode_file(KIND_MANIFEST, open(p, "rb").read()) for p in glob.glob(sys.argv[1] + "/??/*.manifest")]

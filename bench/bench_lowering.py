@@ -92,7 +92,7 @@ def main_onnx(repeats: int = 5) -> None:
     from exportlens.core.export.lowering.onnx import Onnx
     from exportlens.core.export.registry import REGISTRY
     from exportlens.core.export.targets import discover
-    from exportlens.core.source.project import Sources
+    from exportlens.core.source.project import UserSources
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -115,7 +115,7 @@ def main_onnx(repeats: int = 5) -> None:
                 session.run(None, {session.get_inputs()[0].name: built.args[0].numpy()})
 
             def ours() -> None:
-                lowering, found = lower_to(Onnx(), Subject(ep, built, candidate, loaded, Sources(loaded.index, loaded.root), None))
+                lowering, found = lower_to(Onnx(), Subject(ep, built, candidate, loaded, UserSources(loaded.index, loaded.root), None))
                 assert lowering.status == "ok", (lowering, found)
 
             plain = default_request(str(path), root=tmp)
@@ -183,7 +183,7 @@ def main_executorch(repeats: int = 3) -> None:
     from exportlens.core.export.targets import Built, Candidate
     from exportlens.core.model.results import TargetDecl
     from exportlens.core.model.signature import SourceLine
-    from exportlens.core.source.project import Sources
+    from exportlens.core.source.project import UserSources
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -194,7 +194,7 @@ def main_executorch(repeats: int = 3) -> None:
         path = Path(tmp) / "bench_model.py"
         path.write_text("x = 1\n")
         loaded = load(str(path), None, tmp)
-        sources = Sources(loaded.index, loaded.root)
+        sources = UserSources(loaded.index, loaded.root)
         for name, make in (("mlp", _mlp), ("tiny_transformer", _tiny_transformer), ("tiny_llama", _tiny_llama)):
             module, args, kwargs = make()
             built = Built(module, args, kwargs, None, False)

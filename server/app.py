@@ -29,19 +29,19 @@ from exportlens.core.isolation.pool import PoolEvent
 from exportlens.core.pipeline import CacheFolders, Pipeline
 from exportlens.core.project.settings import find_pyproject
 from exportlens.core.watch import Watcher, dependency_folders, self_caused, stale_by
-from exportlens.server import auth, exports, framing, listener, pyproject_view, views, warmup
+from exportlens.server import auth, exports, framing, listener, open_modules, pyproject_view, warm_at_initialize
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
-from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses, notebooks
-from exportlens.server.features.progress import JobProgress
-from exportlens.server.notebooks import NotebookView
+from exportlens.server.features import actions, commands, documents, graph_view, hints, hover, lenses, notebook_sync
+from exportlens.server.features.work_done import JobProgress
+from exportlens.server.notebook_cells import NotebookView
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.stores import DeferredStores
-from exportlens.server.trust import TrustGate
-from exportlens.server.workers import ExportBridge, WorkerState
+from exportlens.server.trust_gate import TrustGate
+from exportlens.server.workers import BridgeState, ExportBridge
 
 log = logging.getLogger("exportlens.server")
 
@@ -55,7 +55,7 @@ class ExportLensServer(LanguageServer):
             "exportlens",
             VERSION,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
-            notebook_document_sync=notebooks.SYNC,
+            notebook_document_sync=notebook_sync.SYNC,
             protocol_cls=ExportLensProtocol,
         )
         self.settings = Settings()
@@ -63,7 +63,7 @@ class ExportLensServer(LanguageServer):
         self.user_section: dict[str, Any] = {}
         self.documents: dict[str, DocumentState] = {}
         self.notebooks: dict[str, NotebookView] = {}  # open notebooks by URI (their module is in ``documents``)
-        self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_worker_state)
+        self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_bridge_state)
         self.scheduler = Scheduler(self._export, debounce_s=0.3, on_error=self._export_failed)
         self.progress_for: dict[int, JobProgress] = {}
         self.fresh: set[str] = set()  # documents whose next export skips the cache
@@ -154,13 +154,13 @@ class ExportLensServer(LanguageServer):
         self.show_once(f"exportlens could not export {os.path.basename(uri)}: {type(error).__name__}: {error} (see the output log)", types.MessageType.Error)
 
     def warm(self) -> None:
-        """Warm a worker when a trusted workspace folder has a model file (``warmup``)."""
+        """Warm a worker when a trusted workspace folder has a model file (``warm_at_initialize``)."""
         folders = [f for f in self.trust.folders if self.trust.allows(f)]
         unsupported = torchversion.problem()  # a worker would import a torch no result may come from
         if unsupported is not None:
             self.log_message(f"exportlens: no worker is warmed: {unsupported}", types.MessageType.Warning)
         elif folders:
-            self.background(warmup.warm_if_models(self, folders), "warming a worker")
+            self.background(warm_at_initialize.warm_if_models(self, folders), "warming a worker")
         else:
             self.log_message("exportlens: no trusted workspace folder; no worker is warmed", types.MessageType.Log)
 
@@ -242,8 +242,8 @@ class ExportLensServer(LanguageServer):
         elif event.kind == "ready":
             self.log_message(f"exportlens: worker ready ({event.detail})")
 
-    def _on_worker_state(self, old: WorkerState, new: WorkerState) -> None:
-        how = f" (jobs start by {self.bridge.start_method})" if new is WorkerState.STARTING and self.bridge.start_method else ""
+    def _on_bridge_state(self, old: BridgeState, new: BridgeState) -> None:
+        how = f" (jobs start by {self.bridge.start_method})" if new is BridgeState.STARTING and self.bridge.start_method else ""
         self.log_message(f"exportlens: workers {old.value} -> {new.value}{how}", types.MessageType.Log)
 
     # ---- file watching
@@ -262,7 +262,7 @@ class ExportLensServer(LanguageServer):
                 changed = ", ".join(sorted(os.path.basename(p) for p in stale))
                 self.log_message(f"exportlens: {os.path.basename(state.path)} depends on changed files ({changed}); exporting it again", types.MessageType.Log)
                 self.scheduler.schedule(uri, delay=False)
-        views.stale_views(self, paths)  # open model modules: their view's inputs
+        open_modules.stale_views(self, paths)  # open model modules: their view's inputs
         pyproject_view.stale(self, paths)  # an open pyproject.toml: itself and the files it names
 
     def watch_dependencies(self) -> None:
@@ -303,9 +303,9 @@ def create_server() -> ExportLensServer:
     lenses.register(server)
     commands.register(server)
     actions.register(server)
-    graph.register(server)
-    notebooks.register(server)
-    notebooks.map_requests(server, server.protocol.fm.features)
+    graph_view.register(server)
+    notebook_sync.register(server)
+    notebook_sync.map_requests(server, server.protocol.fm.features)
     return server
 
 

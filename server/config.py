@@ -42,7 +42,7 @@ SECTION = "exportlens"
 # Not a setting: the token a client passes to a `serve --tcp` server (server/auth.py),
 # taken out before the section is read; a client that sends it over stdio too is not warned.
 TOKEN_KEY = "token"
-TRUSTED_KEY = "trusted"  # initializationOptions: the client trusts its workspace (``exportlens.server.trust``)
+TRUSTED_KEY = "trusted"  # initializationOptions: the client trusts its workspace (``exportlens.server.trust_gate``)
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ def parse(raw: Any) -> tuple[Settings, list[str]]:
     for key, value in raw.items():
         name = _snake(str(key))
         if name in (TOKEN_KEY, TRUSTED_KEY):
-            continue  # not settings: the socket's admission (``auth``), the client's trust (``trust``)
+            continue  # not settings: the socket's admission (``auth``), the client's trust (``trust_gate``)
         if value is None and (name in _PARSERS or name == "diagnostics"):
             continue  # an unset value in the editor's settings means the default
         if name == "diagnostics":

@@ -23,9 +23,9 @@ from exportlens.core import torchversion
 from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.project.files import declares_targets
 from exportlens.core.watch import changed_since
-from exportlens.server import indexes, overlays, pyproject_view, runner, verification, views
-from exportlens.server.features import diagnostics, graph, untrusted
-from exportlens.server.notebooks import exported_text
+from exportlens.server import indexes, open_modules, overlays, pyproject_view, runner, verification
+from exportlens.server.features import diagnostics, graph_view, untrusted
+from exportlens.server.notebook_cells import exported_text
 from exportlens.server.positions import split_lines
 from exportlens.server.state import Mode
 
@@ -66,7 +66,7 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
             state.drop_result()
             state.result_lines, state.result_version = split_lines(text), version
             diagnostics.publish(server, state)
-        await views.show_module(server, state, generation)
+        await open_modules.show_module(server, state, generation)
         return
     unsupported = torchversion.problem()  # the installed metadata: the server never imports torch
     if unsupported is not None:
@@ -101,9 +101,9 @@ async def export_document(server: Host, uri: str, generation: int) -> None:
     diagnostics.publish(server, state)
     verification.start(server, state, [(request, result)])  # after the diagnostics: they never wait for fixes
     state.index_task = asyncio.ensure_future(indexes.build_index(server, state, text, result))
-    views.refresh(server, result)  # the open modules it imports show it too
+    open_modules.refresh(server, result)  # the open modules it imports show it too
     pyproject_view.refresh(server, result)  # and its open pyproject.toml, what is located there
-    graph.refresh(server, uri)  # and its pictures, keeping their view
+    graph_view.refresh(server, uri)  # and its pictures, keeping their view
     overlaid = [p for p, _ in request.overlays]
     server.background(_recheck(server, uri, state, result, overlaid, watched), "checking the files an export read")
 

@@ -6,7 +6,7 @@ every header glued to the end of the previous body (``...}Content-Length: 52``),
 which its line matcher never recognises again: the server stays alive but never
 answers. A length that is too short, or a header with a huge length, does the same.
 
-:class:`FrameDecoder` (no I/O, so it is tested on its own) resynchronises instead.
+:class:`LspFrameDecoder` (no I/O, so it is tested on its own) resynchronises instead.
 It relies on one fact: the bytes ``Content-Length: <digits>\\r\\n`` never occur
 inside a JSON text (raw CR LF may not appear in its strings, and the header name
 may not appear outside them), so wherever they match, a frame begins. A body that
@@ -84,7 +84,7 @@ def preview(data: bytes | bytearray, limit: int = 60) -> str:
     return repr(text) + ("..." if len(data) > limit else "")
 
 
-class FrameDecoder:
+class LspFrameDecoder:
     """Bytes in (:meth:`feed`), JSON messages out (:meth:`messages`), in order."""
 
     def __init__(self, warn: Warn, max_body: int = MAX_BODY) -> None:
@@ -268,7 +268,7 @@ class StdinMessages:
 
     def __init__(self, stdin: BinaryIO) -> None:
         self._read = _reader(stdin)
-        self._decoder = FrameDecoder(lambda message: log.warning("LSP input: %s", message))
+        self._decoder = LspFrameDecoder(lambda message: log.warning("LSP input: %s", message))
         self._asks: queue.SimpleQueue[concurrent.futures.Future[Any]] = queue.SimpleQueue()
         threading.Thread(target=self._serve_asks, name="exportlens-stdin", daemon=True).start()
 

@@ -33,12 +33,12 @@ if TYPE_CHECKING:
     from exportlens.core.watch import Watcher
     from exportlens.server.client import ClientProfile
     from exportlens.server.config import Settings
-    from exportlens.server.features.progress import JobProgress
-    from exportlens.server.notebooks import NotebookView
+    from exportlens.server.features.work_done import JobProgress
+    from exportlens.server.notebook_cells import NotebookView
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
     from exportlens.server.stores import DeferredStores
-    from exportlens.server.trust import TrustGate
+    from exportlens.server.trust_gate import TrustGate
     from exportlens.server.workers import ExportBridge
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -2,7 +2,7 @@
 
 pygls' ``start_tcp`` hands every byte of every connection to the one protocol: the
 first message of whoever connects is acted on. Here each connection is read on its
-own (with :class:`~exportlens.server.framing.FrameDecoder`, so garbage is skipped,
+own (with :class:`~exportlens.server.framing.LspFrameDecoder`, so garbage is skipped,
 never fatal) and nothing of it reaches pygls until its first message is admitted by
 :func:`exportlens.server.auth.admit`: ``initialize`` with the token (``--tcp``). A
 refused connection gets the error response and is closed, and the attempt is logged
@@ -32,7 +32,7 @@ from pygls.lsp.server import LanguageServer
 
 from exportlens.server import auth
 from exportlens.server.endpoints import Endpoint
-from exportlens.server.framing import CHUNK, EOF, MAX_BODY, MORE, FrameDecoder, dispatch, encode
+from exportlens.server.framing import CHUNK, EOF, MAX_BODY, MORE, LspFrameDecoder, dispatch, encode
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class Listener:
             if len(self._waiting) > MAX_WAITING:
                 log.warning("refused a connection from %s: %d connections are waiting to be admitted already", peer, MAX_WAITING)
                 return
-            decoder = FrameDecoder(lambda m: log.warning("LSP input from %s: %s", peer, m), max_body=FIRST_MESSAGE_MAX)
+            decoder = LspFrameDecoder(lambda m: log.warning("LSP input from %s: %s", peer, m), max_body=FIRST_MESSAGE_MAX)
             try:
                 first = await asyncio.wait_for(_next(reader, decoder), ADMIT_TIMEOUT_S)
             except asyncio.TimeoutError:
@@ -130,7 +130,7 @@ class Listener:
                 self.finished.set()
             writer.close()
 
-    async def _serve(self, peer: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, decoder: FrameDecoder, initialize: dict[str, Any]) -> None:
+    async def _serve(self, peer: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, decoder: LspFrameDecoder, initialize: dict[str, Any]) -> None:
         """The session: this connection's messages go to pygls, its answers to it."""
         self.serving = True
         log.info("serving the client at %s", peer)
@@ -150,7 +150,7 @@ class Listener:
             decoder.feed(data)
 
 
-async def _next(reader: asyncio.StreamReader, decoder: FrameDecoder) -> Any:
+async def _next(reader: asyncio.StreamReader, decoder: LspFrameDecoder) -> Any:
     """The connection's next message, or EOF."""
     while (found := decoder.next_message()) is MORE:
         data = await reader.read(CHUNK)

@@ -26,8 +26,8 @@ from exportlens.core.model.results import Diagnostic, FileResult
 from exportlens.core.project.settings import find_pyproject, target_problems
 from exportlens.core.project.settings import read as read_settings
 from exportlens.server.features import diagnostics
+from exportlens.server.open_modules import result_of
 from exportlens.server.positions import split_lines
-from exportlens.server.views import result_of
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host

@@ -15,7 +15,7 @@ from exportlens.core import torchversion
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.pipeline import Pipeline
-from exportlens.server.features.progress import JobProgress
+from exportlens.server.features.work_done import JobProgress
 from exportlens.server.workers import BridgeClosed
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ class Mode(enum.Enum):
 
     IDLE = "idle"  # nothing yet, or a file that declares no target and that no target runs
     MODEL = "model"  # declares targets: its export's result, or a notice says why it has none
-    VIEW = "view"  # declares none: the view of the targets that import it (``views``)
+    VIEW = "view"  # declares none: the view of the targets that import it (``open_modules``)
     PYPROJECT = "pyproject"  # a pyproject.toml: its declarations' problems (``pyproject_view``)
 
 

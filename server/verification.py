@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from exportlens.core.fixes.verified import Offered, has_candidates, verify
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
-from exportlens.server.notebooks import exported_text
+from exportlens.server.notebook_cells import exported_text
 
 if TYPE_CHECKING:
     from exportlens.server.host import Host

@@ -8,7 +8,7 @@ kills its job process at once (nothing waits for it).
 
 Workers start on the first export that missed the cache, or earlier with
 ``warm()`` (the server calls it at ``initialize`` when the workspace has a model
-file: ``exportlens.server.warmup``), and then stay warm. Like esbonio's child
+file: ``exportlens.server.warm_at_initialize``), and then stay warm. Like esbonio's child
 process client, the bridge has an explicit state and
 one ``_set_state`` that logs each transition.
 """
@@ -32,7 +32,10 @@ from exportlens.core.trace import mark
 log = logging.getLogger(__name__)
 
 
-class WorkerState(enum.Enum):
+class BridgeState(enum.Enum):
+    """The bridge's pool as a whole, as the server logs it (one worker process's own
+    state is ``core.isolation.worker.WorkerState``)."""
+
     NOT_STARTED = "not-started"  # no export has needed a worker yet
     STARTING = "starting"  # importing torch and warming up
     READY = "ready"  # warm and idle
@@ -50,11 +53,11 @@ class ExportBridge:
         self,
         jobs: int = 1,
         on_event: Callable[[PoolEvent], None] | None = None,
-        on_state: Callable[[WorkerState, WorkerState], None] | None = None,
+        on_state: Callable[[BridgeState, BridgeState], None] | None = None,
         log_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.jobs = jobs
-        self.state = WorkerState.NOT_STARTED
+        self.state = BridgeState.NOT_STARTED
         self.starts = 0  # times a pool was started (shown by the status command)
         self._on_event = on_event
         self._on_state = on_state
@@ -101,7 +104,7 @@ class ExportBridge:
         """Start the workers now, before any request, so the first export finds torch
         imported (and, from ``preload_dir``, the libraries earlier workers preloaded).
         Nothing once the bridge was closed (the server is shutting down)."""
-        if self.state is not WorkerState.EXITED:
+        if self.state is not BridgeState.EXITED:
             self._ensure_started(preload_dir, start_method)
 
     async def close(self) -> None:
@@ -112,13 +115,13 @@ class ExportBridge:
             if not future.done():
                 future.set_exception(BridgeClosed("the workers were stopped"))
         if pool is None:
-            self._set_state(WorkerState.EXITED)  # a warm-up still to come must not start one
+            self._set_state(BridgeState.EXITED)  # a warm-up still to come must not start one
             return
         self._stop.set()
         pool.wake()
         # Joining and killing workers takes up to a few seconds: not on the event loop.
         await asyncio.to_thread(_shutdown, pool, thread)
-        self._set_state(WorkerState.EXITED)
+        self._set_state(BridgeState.EXITED)
 
     def close_now(self) -> None:
         """Synchronous close for process exit."""
@@ -144,7 +147,7 @@ class ExportBridge:
         pool = WorkerPool(self.jobs, log_path=self._log_path, on_event=self._from_pool_thread, preload_dir=preload_dir, start_method=start_method)
         self.start_method = pool.start_method
         self._pool = pool
-        self._set_state(WorkerState.STARTING)  # logged with the start method
+        self._set_state(BridgeState.STARTING)  # logged with the start method
         self._thread = threading.Thread(target=self._serve, args=(pool, self._stop), name="exportlens-pool", daemon=True)
         self._thread.start()
         return pool
@@ -177,11 +180,11 @@ class ExportBridge:
 
     def _handle_event(self, event: PoolEvent) -> None:
         if event.kind == "ready":
-            self._set_state(WorkerState.BUSY if self._futures else WorkerState.READY)
+            self._set_state(BridgeState.BUSY if self._futures else BridgeState.READY)
         elif event.kind in ("restart", "retired"):
-            self._set_state(WorkerState.STARTING)
+            self._set_state(BridgeState.STARTING)
         elif event.kind == "gave-up":
-            self._set_state(WorkerState.ERRORED)
+            self._set_state(BridgeState.ERRORED)
         if self._on_event is not None:
             self._on_event(event)
 
@@ -193,13 +196,13 @@ class ExportBridge:
         for future in self._futures.values():
             if not future.done():
                 future.set_exception(BridgeClosed(f"the worker pool failed: {error}"))
-        self._set_state(WorkerState.ERRORED)
+        self._set_state(BridgeState.ERRORED)
 
     def _busy_changed(self) -> None:
-        if self.state in (WorkerState.READY, WorkerState.BUSY):
-            self._set_state(WorkerState.BUSY if self._futures else WorkerState.READY)
+        if self.state in (BridgeState.READY, BridgeState.BUSY):
+            self._set_state(BridgeState.BUSY if self._futures else BridgeState.READY)
 
-    def _set_state(self, state: WorkerState) -> None:
+    def _set_state(self, state: BridgeState) -> None:
         if state is self.state:
             return
         old, self.state = self.state, state

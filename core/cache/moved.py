@@ -20,7 +20,7 @@ import logging
 from dataclasses import replace
 from typing import Any, Callable
 
-from exportlens.core.cache.files import KIND_TOKENS, CorruptEntry, encode_file, listed_libraries
+from exportlens.core.cache.entry_file import KIND_TOKENS, CorruptEntry, encode_file, listed_libraries
 from exportlens.core.cache.keys import second_key, token_first_key
 from exportlens.core.cache.portable import Places, places_for
 from exportlens.core.cache.remap import FileMap, moved_modules, remap

@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any, Callable, TypeVar
 
-from exportlens.core.cache.files import MAX_FILE_BYTES
+from exportlens.core.cache.entry_file import MAX_FILE_BYTES
 
 log = logging.getLogger("exportlens.cache")
 

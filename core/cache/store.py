@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from exportlens.core.cache.files import (
+from exportlens.core.cache.entry_file import (
     KIND_ENTRY,
     KIND_MANIFEST,
     KIND_TOKENS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from exportlens.core.model.results import Related
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame, deepest_in_file, frames_in_text, same_file
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import statement_at
 
@@ -320,7 +320,7 @@ def message_frames(message: str, path: str) -> list[Frame]:
     return out
 
 
-def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLine, sources: Sources | None = None) -> SourceLine:
+def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLine, sources: UserSources | None = None) -> SourceLine:
     """The user's line for an export error: the deepest frame in the file (with
     ``sources``: in any of the user's files, the local modules included), else the
     deepest frame torch quotes in its message, else ``fallback`` (the target line)."""
@@ -338,7 +338,7 @@ def locate(facts: ErrorFacts, path: str, index: SourceIndex, fallback: SourceLin
     return statement_at(index, frame.line)
 
 
-def _quoted_user_frames(message: str, sources: Sources) -> list[Frame]:
+def _quoted_user_frames(message: str, sources: UserSources) -> list[Frame]:
     """Frames of the user's files that torch quotes in its message (``File "...", line N``)."""
     return [Frame(f, line, fn) for f, line, fn in frames_in_text(message) if sources.is_user(f)]
 
@@ -353,7 +353,7 @@ def output_location(facts: ErrorFacts, index: SourceIndex, module_class: type | 
 
 
 def constraint_location(
-    facts: ErrorFacts, index: SourceIndex, path: str, sources: Sources | None = None, within: tuple[int, int] | None = None
+    facts: ErrorFacts, index: SourceIndex, path: str, sources: UserSources | None = None, within: tuple[int, int] | None = None
 ) -> tuple[SourceLine | None, tuple[Related, ...]]:
     """A constraint violation points at the ``Dim`` declaration (the target's own,
     ``within`` its lines, when it declares one); the specialising line in the model,

@@ -28,7 +28,7 @@ from typing import Any
 from exportlens.core.export import signature_checks
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 _WARNING = re.compile(r"The tensor attributes? (.+?) (?:was|were) assigned during export")
 _PART = re.compile(r"([A-Za-z_]\w*)((?:\[\d+\])*)")
@@ -62,7 +62,7 @@ def resolve(root: Any, parts: list[str]) -> Any:
     return obj
 
 
-def assigning_class(owner: Any, attr: str, sources: Sources) -> tuple[str, list[SourceLine]] | None:
+def assigning_class(owner: Any, attr: str, sources: UserSources) -> tuple[str, list[SourceLine]] | None:
     """The user's class in ``owner``'s MRO that assigns ``attr`` (its late assignments,
     or its ``class`` line when none is visible), or None: not the user's code."""
     first: tuple[str, list[SourceLine]] | None = None
@@ -109,7 +109,7 @@ def listed(paths: list[str]) -> str:
 
 
 def tensor_attribute_diagnostics(
-    warnings: list[str], module: Any, sources: Sources, target: str, fallback: SourceLine, skip: frozenset[str] = frozenset()
+    warnings: list[str], module: Any, sources: UserSources, target: str, fallback: SourceLine, skip: frozenset[str] = frozenset()
 ) -> list[Diagnostic]:
     """One diagnostic per place the user's code assigns a tensor attribute that export
     drops, naming every instance that runs it (a block used twice: ``self.blocks[0].cache``

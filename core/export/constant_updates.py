@@ -21,7 +21,7 @@ from exportlens.core.export.attributes import MISSING, assigning_class, listed, 
 from exportlens.core.export.mutations import Mutation
 from exportlens.core.model.results import Diagnostic
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 _CONSTANT_MUTATED = re.compile(r"Constant (\S+) is mutated in the forward method")
 CODE = "banned-mutation/tensor-attribute"
@@ -34,7 +34,7 @@ def failed_on_constant(message: str) -> bool:
     return _CONSTANT_MUTATED.search(message) is not None
 
 
-def diagnostics(mutations: list[Mutation], module: Any, sources: Sources, target: str) -> list[Diagnostic]:
+def diagnostics(mutations: list[Mutation], module: Any, sources: UserSources, target: str) -> list[Diagnostic]:
     """One error per line that updates a plain tensor attribute in place."""
     groups: dict[tuple[str, int], tuple[SourceLine, str, str, list[str]]] = {}
     for m in mutations:

@@ -26,7 +26,7 @@ from exportlens.core.export.weights import Policy, fake_explains, values_real
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB
 from exportlens.core.source.frames import Frame
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import statement_at
 
@@ -42,7 +42,7 @@ def _facts(e: BaseException) -> ErrorFacts:
 
 
 def diagnose_failure(
-    failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: Sources | None = None, policy: Policy | None = None
+    failure: BaseException, built: Built, candidate: Candidate, loaded: Loaded, sources: UserSources | None = None, policy: Policy | None = None
 ) -> list[Diagnostic]:
     name, path, index = candidate.decl.name, loaded.path, loaded.index
     sources = sources or sources_of(loaded)
@@ -117,7 +117,7 @@ def _example_outside_its_range(failure: BaseException, built: Built, candidate: 
     return dim_ranges.diagnose(found, candidate, index, target_extent(candidate, index)) if found else []
 
 
-def _eager_failure(error: BaseException, candidate: Candidate, loaded: Loaded, sources: Sources) -> Diagnostic:
+def _eager_failure(error: BaseException, candidate: Candidate, loaded: Loaded, sources: UserSources) -> Diagnostic:
     """The model fails without export too (its one eager run raised): an
     ``eager-error`` at the deepest line of the user's files -- the call into a library
     when the error is raised inside one, named with its place as related information
@@ -135,7 +135,7 @@ def _eager_failure(error: BaseException, candidate: Candidate, loaded: Loaded, s
 _CORE = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # exportlens.core
 
 
-def _library_frame(frames: tuple[Frame, ...], mine: Frame | None, sources: Sources) -> Frame | None:
+def _library_frame(frames: tuple[Frame, ...], mine: Frame | None, sources: UserSources) -> Frame | None:
     """The innermost frame below the user's deepest one that is a library's own code:
     not the user's, not torch's (an op that raised is the caller's mistake, not
     torch's place to fix) and not exportlens's (the eager run's watch)."""
@@ -160,7 +160,7 @@ def target_extent(candidate: Candidate, index: SourceIndex) -> tuple[int, int] |
     return next(((first, last) for at, first, last in spans if at == line), None)
 
 
-def _draft_failures(built: Built, sources: Sources) -> list[tuple[str, str, Frame, Frame | None, dict[str, Any]]] | None:
+def _draft_failures(built: Built, sources: UserSources) -> list[tuple[str, str, Frame, Frame | None, dict[str, Any]]] | None:
     """``(failure type, expression, the innermost frame in the user's files, the
     innermost frame of all when it is deeper: inside a library the user's code
     called, the failure's data)`` for each problem ``draft_export`` records with a
@@ -204,7 +204,7 @@ def _interned_files() -> dict[Any, str]:
         return {}
 
 
-def _data_dependent(built: Built, sources: Sources, name: str, policy: Policy) -> list[Diagnostic]:
+def _data_dependent(built: Built, sources: UserSources, name: str, policy: Policy) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[tuple[str, int]] = set()
     failures = _draft_failures(built, sources)
@@ -250,7 +250,7 @@ def _guard_facts(expr: str, data: dict[str, Any]) -> tuple[tuple[str, str], ...]
     return tuple(facts)
 
 
-def _specialisations(built: Built, sources: Sources) -> tuple[Related, ...]:
+def _specialisations(built: Built, sources: UserSources) -> tuple[Related, ...]:
     """The lines whose guards pinned a dimension declared dynamic, in whichever of
     the user's files they are."""
     related = []

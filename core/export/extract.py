@@ -33,7 +33,7 @@ from exportlens.core.model.signature import (
     TensorMeta,
 )
 from exportlens.core.serde.encode import range_bound
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import SourceIndex
 
 __all__ = ["dim_names", "extract_signature", "graph_text"]
@@ -61,7 +61,7 @@ def extract_signature(
     index: SourceIndex,
     args: tuple,
     kwargs: dict | None,
-    sources: Sources | None = None,
+    sources: UserSources | None = None,
 ) -> Signature:
     """The torch-free signature of ``ep`` with tensor metadata and source lines
     (in the declaring file or, with ``sources``, the local module the code is in)."""

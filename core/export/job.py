@@ -53,7 +53,7 @@ from exportlens.core.model.results import Diagnostic, Fallback, FileResult, Rela
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project.settings import DEFAULT_MEMORY_MB, find_pyproject, problem_message
 from exportlens.core.project.settings import read as read_settings
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.spans import complete_range
 from exportlens.core.trace import mark
 
@@ -178,13 +178,13 @@ def _back_to_target(d: Diagnostic, candidate: Candidate, path: str) -> Diagnosti
     return replace(d, related=(*d.related, note))
 
 
-def _where(e: BaseException, sources: Sources) -> str | None:
+def _where(e: BaseException, sources: UserSources) -> str | None:
     """``file.py:N``: the user's line ``e`` was raised at, for messages."""
     frame = sources.deepest(frames_of(e))
     return f"{os.path.basename(frame.file)}:{frame.line}" if frame else None
 
 
-def _build(candidate: Candidate, loaded: Loaded, sources: Sources, policy: Policy) -> Built | Diagnostic:
+def _build(candidate: Candidate, loaded: Loaded, sources: UserSources, policy: Policy) -> Built | Diagnostic:
     """Build the target in the policy's window; raises ``RealWeightsNeeded`` when the
     build failed for want of values, or needs real weights (see ``Policy.inspect``)."""
     name = candidate.decl.name
@@ -213,7 +213,7 @@ def _build(candidate: Candidate, loaded: Loaded, sources: Sources, policy: Polic
 def export_target(
     candidate: Candidate,
     loaded: Loaded,
-    sources: Sources | None = None,
+    sources: UserSources | None = None,
     *,
     lower: tuple[str, ...] = (),
     keep_lowered: tuple[str, ...] = (),
@@ -320,7 +320,7 @@ def export_target(
     return result, found
 
 
-def _class_line(cls: type, sources: Sources) -> SourceLine | None:
+def _class_line(cls: type, sources: UserSources) -> SourceLine | None:
     """The ``class`` line of ``cls`` in whichever of the user's files defines it."""
     try:
         file = inspect.getsourcefile(cls)

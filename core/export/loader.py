@@ -33,7 +33,7 @@ from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.project import notebooks
 from exportlens.core.source.frames import Frame, deepest_in_file
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import SourceIndex
 from exportlens.core.source.spans import statement_at
 
@@ -54,10 +54,10 @@ class Loaded:
     error: BaseException | None = None  # what running the file raised, if it did
 
 
-def sources_of(loaded: Loaded) -> Sources:
+def sources_of(loaded: Loaded) -> UserSources:
     """The user's files of the run: the declaring file's index, and each local
     module's, from its overlay text when it ran from one."""
-    return Sources(loaded.index, loaded.root, loaded.overlays)
+    return UserSources(loaded.index, loaded.root, loaded.overlays)
 
 
 def module_name_for(path: str) -> tuple[str, str]:
@@ -367,7 +367,7 @@ def _import_diagnostic(e: BaseException, path: str, index: SourceIndex, root: st
     else:
         detail = str(e).strip()
         message = f"running the module raised {type(e).__name__}" + (f": {detail}" if detail else "")
-    in_module = _in_local_module(e, frames, path, Sources(index, root, {p: b.decode("utf-8", "surrogatepass") for p, b in _OVERLAYS.items()}), message)
+    in_module = _in_local_module(e, frames, path, UserSources(index, root, {p: b.decode("utf-8", "surrogatepass") for p, b in _OVERLAYS.items()}), message)
     if in_module is None:
         return Diagnostic.at("import-error", message, where)
     found, module = in_module
@@ -375,7 +375,7 @@ def _import_diagnostic(e: BaseException, path: str, index: SourceIndex, root: st
     return replace(found, related=(*found.related, note))
 
 
-def _in_local_module(e: BaseException, frames: list[Frame], path: str, sources: Sources, message: str) -> tuple[Diagnostic, str] | None:
+def _in_local_module(e: BaseException, frames: list[Frame], path: str, sources: UserSources, message: str) -> tuple[Diagnostic, str] | None:
     """The diagnostic of an import that failed inside a local module (not the file
     itself), at that module's line, and the module's real path; None otherwise."""
     if isinstance(e, SyntaxError) and isinstance(e.filename, str):

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 
 from exportlens.core.export.loader import frames_of
 from exportlens.core.source.frames import Frame, deepest_in_file
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 # In-place ops that change a tensor's shape, strides or storage, not its values.
 METADATA_INPLACE = {
@@ -47,7 +47,7 @@ class EagerOutcome:
 
 class _Watch(TorchFunctionMode):
     def __init__(
-        self, inputs: dict[int, str], params: dict[int, str], path: str, sources: Sources | None = None, attributes: dict[int, str] | None = None
+        self, inputs: dict[int, str], params: dict[int, str], path: str, sources: UserSources | None = None, attributes: dict[int, str] | None = None
     ) -> None:
         super().__init__()
         self.inputs = inputs
@@ -78,7 +78,7 @@ class _Watch(TorchFunctionMode):
         return deepest_in_file(stack, self.path)
 
 
-def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None, path: str, sources: Sources | None = None) -> EagerOutcome:
+def run_eagerly(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None, path: str, sources: UserSources | None = None) -> EagerOutcome:
     """Call the module once on copies of its example inputs, watching mutations."""
     def copy(x: Any) -> Any:
         return x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x

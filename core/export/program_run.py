@@ -27,7 +27,7 @@ from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.export.weights import values_real
 from exportlens.core.model.results import Diagnostic, ProgramRun
 from exportlens.core.source.frames import Frame, frames_in_text
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 MAX_BYTES = 256 << 20  # parameters, buffers, constants and example inputs together
 MAX_SECONDS = 10.0
@@ -71,7 +71,7 @@ def _graph_inputs(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> lis
     ]
 
 
-def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tuple[ProgramRun, list[Diagnostic]]:
+def check(ep: Any, built: Built, candidate: Candidate, sources: UserSources) -> tuple[ProgramRun, list[Diagnostic]]:
     """Run ``ep`` on ``built``'s example inputs when that is cheap; what happened, and
     the diagnostic of a node that failed."""
     import torch
@@ -117,7 +117,7 @@ def check(ep: Any, built: Built, candidate: Candidate, sources: Sources) -> tupl
     return ProgramRun("ok"), []
 
 
-def _diagnostic(error: str, node: Any, candidate: Candidate, sources: Sources) -> Diagnostic:
+def _diagnostic(error: str, node: Any, candidate: Candidate, sources: UserSources) -> Diagnostic:
     """At the user's line that made the failing node, else the target's."""
     trace = node.meta.get("stack_trace") if node is not None else None
     frames = frames_in_text(trace) if isinstance(trace, str) else []

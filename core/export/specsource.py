@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import frames_in_text
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import ClassInfo, FunctionInfo, SourceIndex, param_for_placeholder
 from exportlens.core.source.spans import statement_at
 
@@ -39,13 +39,13 @@ _MAX_TRACE_HOPS = 4
 class SourceContext:
     """What every source lookup needs: the graph's nodes and the file's index."""
 
-    def __init__(self, ep: torch.export.ExportedProgram, module: torch.nn.Module, index: SourceIndex, sources: Sources | None = None) -> None:
+    def __init__(self, ep: torch.export.ExportedProgram, module: torch.nn.Module, index: SourceIndex, sources: UserSources | None = None) -> None:
         self.ep = ep
         self.module = module
         self.index = index
         self.path = _realpath(index.path)
         # The local modules the model's classes live in are searched as the file is.
-        self.sources = sources or Sources(index, None)
+        self.sources = sources or UserSources(index, None)
         self.placeholders: dict[str, torch.fx.Node] = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
         self.nodes: dict[str, torch.fx.Node] = {n.name: n for n in ep.graph.nodes}
         self._class_cache: dict[type, ClassInfo | None] = {}

@@ -15,7 +15,7 @@ from exportlens.core.fixes import (
     branches,
     buffers,
     checks,
-    dims,
+    dim_suggestions,
     eval_mode,
     fake_kernel,
     hf_cache,
@@ -53,7 +53,7 @@ def _family(source: str, diagnostic: Diagnostic, result: FileResult, read: Read 
     if code == "banned-mutation/tensor-attribute":
         return buffers.fixes(source, diagnostic, result)
     if code == "constraint-violation":
-        return dims.fixes(source, diagnostic)
+        return dim_suggestions.fixes(source, diagnostic)
     if code == "unsupported-type":
         return hf_cache.fixes(source, diagnostic, result) + pytrees.fixes(source, diagnostic, result, read)
     if code == "banned-mutation/parameter":

@@ -85,7 +85,7 @@ RULE_MODULES = (
 
 _questions: list[Any] | None = None  # this job's questions while it records; None otherwise
 _original: Any = None
-_rules: observable.Snapshot | None = None  # the zygote's rules, inherited by its jobs
+_rules: observable.ObservedState | None = None  # the zygote's rules, inherited by its jobs
 _kernels: dict[Any, dict[Any, Any]] = {}  # cached operator -> its Python kernels, in the zygote
 _own_rules = False  # this job changed the rules: it computes everything itself
 

@@ -66,7 +66,8 @@ class Standby:
 
 
 class Forker:
-    """Forks job processes for one zygote and holds its standby, if any.
+    """Forks job processes for one zygote and holds its standby, if any: the
+    ``starters.JobStarter`` of the ``fork`` start method.
 
     ``private_fds`` (the worker's protocol pipes) are closed in every child: a
     model must never write into the frame stream, nor keep it open.
@@ -95,11 +96,12 @@ class Forker:
         self.teaching: dict[int, str] = {}
         self.taught: dict[str, int] = {}  # path -> pages its last job told of, or saves not asked since (negative)
 
-    def fork_job(self, request: ExportRequest) -> Job:
+    def start_job(self, request: ExportRequest) -> Job:
+        """Fork a job process for the request (no standby was there to take it)."""
         mark(f"zygote: fresh fork for request {request.id}")
         return self._fork(lambda events_w, output_w, dump_fd: child_main(request, events_w, output_w, dump_fd, self.num_threads))
 
-    def spawn_standby(self, busy: Job | None = None) -> None:
+    def start_standby(self, busy: Job | None = None) -> None:
         """Fork the next job process now (see ``standby_main``): while nothing is
         waiting, or beside the ``busy`` job once standbys warm by hot pages."""
         if self.standby is not None or not STANDBY:

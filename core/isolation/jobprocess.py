@@ -182,7 +182,7 @@ def _teach(learning: Learning) -> None:
     populating could not spare it. (Faults on file mappings count as copies here: an
     over-count only costs the read, which then finds what was really copied.) What
     the read costs: docs/decisions/0003-hot-pages.md."""
-    import resource  # there is a lesson only where there is ``resource`` (``Forker.spawn_standby``)
+    import resource  # there is a lesson only where there is ``resource`` (``Forker.start_standby``)
 
     try:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults

@@ -20,7 +20,7 @@ pool -> zygote (the zygote's stdin)
 zygote -> pool (the zygote's stdout)
     ``WorkerReady``  once, after importing torch and warming up
     ``JobStarted``   a job process runs request ``id`` (its pid, for tests and tools)
-    ``Progress``     request ``id`` begins exporting ``target``, or enters a phase
+    ``TargetProgress`` request ``id`` begins exporting ``target``, or enters a phase
                      (a job's ``Phase``); also a heartbeat
     ``Finished``     exactly once per request. A cancelled request gets an empty
                      result and ``cancelled=True``; a ``Cancel`` for an id already
@@ -124,7 +124,7 @@ class JobStarted:
 
 
 @dataclass(frozen=True)
-class Progress:
+class TargetProgress:
     TAG: ClassVar[str] = "progress"
     id: int
     target: str
@@ -211,7 +211,7 @@ class Taught:
 
 
 ToWorker = Union[Export, Cancel, Exit]
-FromWorker = Union[WorkerReady, JobStarted, Progress, Finished, Preloading, Preloaded, Retiring]
+FromWorker = Union[WorkerReady, JobStarted, TargetProgress, Finished, Preloading, Preloaded, Retiring]
 FromJob = Union[
     StandbyWarm,
     TargetsFound,

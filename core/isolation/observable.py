@@ -6,7 +6,7 @@ something behind that code which does not use it can see -- torch's functions
 replaced (``torch.nn.functional.gelu = silu``, as speed-up libraries patch torch or
 transformers), a decomposition or fake-tensor rule for one of torch's operators, a
 class's method, ``os.environ`` -- would change those files' results. So the worker
-takes a ``Snapshot`` before an import and asks ``changes`` after it.
+takes an ``ObservedState`` before an import and asks ``changes`` after it.
 
 What counts, in every module loaded before (torch's, the standard library's, the
 libraries already preloaded) and every class they define:
@@ -79,7 +79,7 @@ MAX_REASONS = 3
 
 
 @dataclass
-class Snapshot:
+class ObservedState:
     """The loaded modules' namespaces, the dicts of the classes they define and their
     module-level containers, shallow copies held with their objects (so an id is never
     reused while compared), and ``os.environ``."""
@@ -93,10 +93,10 @@ class Snapshot:
     hops: frozenset[int] = frozenset()  # ids of the higher-order operators that existed
 
 
-def take(names: Iterable[str] | None = None, environ: bool = True) -> Snapshot:
+def take(names: Iterable[str] | None = None, environ: bool = True) -> ObservedState:
     """A snapshot of the modules named (all of ``sys.modules`` when None), and of
     ``os.environ`` unless told not to."""
-    snapshot = Snapshot(environ=dict(os.environ) if environ else None, everything=names is None)
+    snapshot = ObservedState(environ=dict(os.environ) if environ else None, everything=names is None)
     _add(snapshot, list(sys.modules) if names is None else names)
     ops = sys.modules.get("torch._ops")
     torch_ops = getattr(ops, "ops", None)
@@ -108,7 +108,7 @@ def take(names: Iterable[str] | None = None, environ: bool = True) -> Snapshot:
     return snapshot
 
 
-def _add(snapshot: Snapshot, names: Iterable[str]) -> None:
+def _add(snapshot: ObservedState, names: Iterable[str]) -> None:
     for name in names:
         if name == "exportlens" or name.startswith("exportlens."):
             continue  # the worker's own state, which it changes itself between imports
@@ -141,7 +141,7 @@ def _defined_in(value: Any, module: str) -> bool:
         return False
 
 
-def changes(snapshot: Snapshot, rebase: bool = True, own: str | None = None) -> list[str]:
+def changes(snapshot: ObservedState, rebase: bool = True, own: str | None = None) -> list[str]:
     """What changed since ``snapshot`` that other code could see (see the module's
     text), in words; empty when nothing did. Then, with ``rebase``, the snapshot takes
     in what changed (what may change, and the modules loaded since), so the next
@@ -227,7 +227,7 @@ def changes(snapshot: Snapshot, rebase: bool = True, own: str | None = None) -> 
     return found
 
 
-def _may_replace(snapshot: Snapshot, module: str, attribute: str, before: Any, now: Any) -> bool:
+def _may_replace(snapshot: ObservedState, module: str, attribute: str, before: Any, now: Any) -> bool:
     """A module attribute replaced in a way no other code can tell: a container by one
     that only adds what may be added (torch's ``add_safe_globals`` rebuilds its set),
     a global set once from None (``tempfile.tempdir``, a torch module's lazily made
@@ -251,7 +251,7 @@ def _counter(module: str, before: Any, now: Any) -> bool:
     return (module == "torch" or module.startswith("torch.")) and type(before) is int and type(now) is int
 
 
-def _container_change(snapshot: Snapshot, place: tuple[str, str], now: Any, before: Any) -> str | None:
+def _container_change(snapshot: ObservedState, place: tuple[str, str], now: Any, before: Any) -> str | None:
     module = place[0]
     torch_registry = module == "torch" or module.startswith("torch.")
     if isinstance(before, dict):
@@ -286,7 +286,7 @@ def _container_change(snapshot: Snapshot, place: tuple[str, str], now: Any, befo
     return None
 
 
-def _reaches_old(snapshot: Snapshot, obj: Any) -> bool:
+def _reaches_old(snapshot: ObservedState, obj: Any) -> bool:
     """Whether ``obj`` is something that existed before: an operator of a namespace
     that existed (or a string naming one), a class or function of a module loaded
     before, a higher-order operator that existed."""

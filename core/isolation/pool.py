@@ -47,8 +47,8 @@ from exportlens.core.isolation.messages import (
     MessageError,
     Preloaded,
     Preloading,
-    Progress,
     Retiring,
+    TargetProgress,
     WorkerReady,
 )
 from exportlens.core.isolation.waiting import Waiter, make_waiter
@@ -395,7 +395,7 @@ class WorkerPool:
                 done[request.id] = message.result
         elif isinstance(message, JobStarted):
             worker.job_pid = message.pid
-        elif isinstance(message, Progress):
+        elif isinstance(message, TargetProgress):
             # Also a heartbeat: last_heard is already updated.
             self._emit(PoolEvent("begin", request_id=message.id, target=message.target, index=message.index, total=message.total, phase=message.phase))
         else:

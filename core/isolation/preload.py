@@ -231,7 +231,7 @@ class Preloader:
         self.noted_day = preload_record.today()
         self.rss_before_kb = 0
         self.checked = time.monotonic()
-        self.seen = observable.Snapshot()  # what other code sees, as the last import left it
+        self.seen = observable.ObservedState()  # what other code sees, as the last import left it
         self.learned = False  # whether ``library_units`` learned what the worker holds now
 
     def start(self, since_ns: int) -> None:
@@ -485,7 +485,7 @@ class Preloader:
         return max(0.0, STALE_CHECK_S - (time.monotonic() - self.checked))
 
 
-def _changes_seen(seen: observable.Snapshot, library: str) -> str | None:
+def _changes_seen(seen: observable.ObservedState, library: str) -> str | None:
     """Why an import of ``library``'s left something behind that the jobs of files
     which never import it would see (``observable``); None when it did not."""
     found = observable.changes(seen, own=library)

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import msgpack
 
-from exportlens.core.cache.files import preload_record_name
+from exportlens.core.cache.entry_file import preload_record_name
 from exportlens.core.cache.keys import torch_version
 from exportlens.core.disk.atomic import write_atomic
 from exportlens.core.serde.codec import SchemaError, unpack

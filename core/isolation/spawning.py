@@ -62,7 +62,8 @@ def fork_refused(result: FileResult) -> bool:
 
 @dataclass
 class Spawner:
-    """Starts job processes without fork for one zygote and holds its standby.
+    """Starts job processes without fork for one zygote and holds its standby: the
+    ``starters.JobStarter`` of the ``spawn`` start method.
 
     ``dying`` is the Forker's set (killed, not reaped yet): one zygote reaps both.
     ``preloaded``: the library modules the zygote holds from preloading, in import
@@ -75,19 +76,19 @@ class Spawner:
     standby: Standby | None = None
     folder: str | None = None  # a private folder for the preload list
 
-    def fork_job(self, request: ExportRequest) -> Job:
-        """A fresh job process for the request (no standby was there to take it)."""
+    def start_job(self, request: ExportRequest) -> Job:
+        """Spawn a job process for the request (no standby was there to take it)."""
         mark(f"zygote: fresh spawn for request {request.id}")
-        job, request_w = self._start()
+        job, request_w = self._spawn()
         _send(request_w, request)
         return job
 
-    def spawn_standby(self, busy: Job | None = None) -> None:
+    def start_standby(self, busy: Job | None = None) -> None:
         """Start the next job process now, while nothing waits (never beside a job:
         importing torch would take the CPU the job needs)."""
         if self.standby is not None or busy is not None:
             return
-        job, request_w = self._start()
+        job, request_w = self._spawn()
         self.standby = Standby(job, request_w)
         mark(f"zygote: spawned standby {job.pid}")
 
@@ -157,7 +158,7 @@ class Spawner:
         os.replace(path + ".tmp", path)
         return path
 
-    def _start(self) -> tuple[Job, int]:
+    def _spawn(self) -> tuple[Job, int]:
         """Start ``python -P -m ENTRY``: its request on fd 0, its events, output and
         stack dump on the fds named in its arguments, fds 1 and 2 the worker's log
         until it takes a request (the warm-up's noise is not the model's output)."""

@@ -75,7 +75,7 @@ def standby_main(
         if before is None:
             os.close(learn_fd)
         else:
-            import resource  # a lesson is asked for only where there is ``resource`` (``Forker.spawn_standby``)
+            import resource  # a lesson is asked for only where there is ``resource`` (``Forker.start_standby``)
 
             learning = Learning(mappings, before, learn_fd, resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
     mark(f"standby: warm, by {how}")

@@ -27,11 +27,11 @@ from exportlens.core.isolation.messages import (
     Message,
     MessageError,
     Phase,
-    Progress,
     StandbyWarm,
     TargetBegins,
     TargetDone,
     TargetExported,
+    TargetProgress,
     TargetsFound,
     Taught,
     ToWorker,
@@ -234,13 +234,13 @@ def on_event(
         names = [d.name for d in attempt.decls or ()]
         index = names.index(message.target) + 1 if message.target in names else None
         # index/total let the front end show "exporting Counter (1/2)".
-        send(Progress(request.id, message.target, index, len(names) or None))
+        send(TargetProgress(request.id, message.target, index, len(names) or None))
         return True
     if isinstance(message, Phase):
         names = [d.name for d in attempt.decls or ()]
         target = message.target or ""
         index = names.index(target) + 1 if target in names else None
-        send(Progress(request.id, target, index, len(names) or None, message.phase))
+        send(TargetProgress(request.id, target, index, len(names) or None, message.phase))
         return False
     if isinstance(message, TargetDone):
         attempt.done.append((message.target, list(message.diagnostics)))

@@ -58,6 +58,7 @@ from exportlens.core.isolation.preload import IDLE_S, Preloader, one_blas_thread
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
+from exportlens.core.isolation.starters import JobStarter
 from exportlens.core.isolation.supervise import Attempt, read_lessons, supervise
 from exportlens.core.isolation.waiting import make_waiter
 from exportlens.core.isolation.warmup import warm_up
@@ -77,7 +78,7 @@ class Ending:
     job: Job
     tail: Tail
     attempt: Attempt
-    starter: Forker | Spawner
+    starter: JobStarter
 
 
 class Zygote:
@@ -106,12 +107,12 @@ class Zygote:
         for fd, key in ((fin, "in"), (wake_r, "wake")):
             if fd >= 0:
                 self.inputs.add(fd, key)
-        self.forks = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
+        self.forker = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
         # The spawn start method (``startmethod``): every job when ``method`` is
-        # "spawn", else the jobs of the files a fork cannot serve (``fresh``).
+        # "spawn", else the jobs of the files a fork cannot serve (``unforkable``).
         self.method = method
-        self.spawns = Spawner(num_threads, self.forks.dying, self.preloaded_modules)
-        self.fresh: set[str] = set()  # files whose jobs are spawned: a fork could not serve them
+        self.spawner = Spawner(num_threads, self.forker.dying, self.preloaded_modules)
+        self.unforkable: set[str] = set()  # files whose jobs are spawned: a fork could not serve them
         # The job whose result is being sent: its lessons are read, then it is killed
         # and let go of (``finish_ending``).
         self.ending: Ending | None = None
@@ -178,8 +179,8 @@ class Zygote:
         finally:
             mark("zygote: exiting")
             self.finish_ending()
-            self.forks.drop_standby()
-            self.spawns.close()
+            self.forker.drop_standby()
+            self.spawner.close()
             kill_strays()  # a worker going away leaves nothing behind either
 
     def _serve(self) -> None:
@@ -193,10 +194,10 @@ class Zygote:
                     # result arrived): a standby forked now would be killed unwarmed.
                     self.wait_for_input(0)
                     continue
-                (self.spawns if self.method == "spawn" else self.forks).spawn_standby()
+                (self.spawner if self.method == "spawn" else self.forker).start_standby()
                 # Reap what was killed once it is gone, unless a request comes first.
                 self.wait_for_input(self.idle_timeout())
-                self.forks.reap_dead()
+                self.forker.reap_dead()
                 continue
             self.finish_ending()
             if self.preload_for_batch():
@@ -205,10 +206,10 @@ class Zygote:
             self.batch.discard(request.id)
             self.current_id, self.cancel_current = request.id, False
             result = run_request(request, self.run_child)
-            if result is not None and self.method == "fork" and request.path not in self.fresh and fork_refused(result):
+            if result is not None and self.method == "fork" and request.path not in self.unforkable and fork_refused(result):
                 # torch refused CUDA in the fork (its warm-up touched CUDA here): the
                 # file's jobs start without fork from now on, this one again first.
-                self.fresh.add(request.path)
+                self.unforkable.add(request.path)
                 print(f"exportlens worker: {request.path}: CUDA cannot be used in a forked process; its jobs are spawned from now on", file=sys.stderr)
                 mark(f"zygote: request {request.id} spawned again: the fork could not use CUDA")
                 result = run_request(request, self.run_child)
@@ -235,7 +236,7 @@ class Zygote:
         until = time.monotonic() + fakecache.ANSWER_BEFORE_NEXT_S
         added = self.answers.answer(lambda: time.monotonic() > until and self.input_waiting())
         if added >= fakecache.WORTH_A_NEW_STANDBY:
-            self.forks.drop_standby()  # forked before: it lacks them
+            self.forker.drop_standby()  # forked before: it lacks them
         if added:
             fakecache.settle()
             gc.freeze()
@@ -258,7 +259,7 @@ class Zygote:
         if not self.preloader.new_libraries:
             return False
         mark(f"zygote: preloading before request {self.queue[0].id}, of a batch")
-        self.forks.drop_standby()  # it would lack what is imported now
+        self.forker.drop_standby()  # it would lack what is imported now
         why = self.preloader.step(lambda: self.exiting, new_only=True)
         if why is not None:
             self.retire(why)
@@ -278,8 +279,8 @@ class Zygote:
             return True
         if not self.preloader.wanted or time.monotonic() - self.idle_since < IDLE_S or self.input_waiting():
             return False
-        self.forks.drop_standby()  # it would lack what is imported now, and copy-on-write slows the imports
-        self.spawns.drop_standby()  # it imported the modules held before
+        self.forker.drop_standby()  # it would lack what is imported now, and copy-on-write slows the imports
+        self.spawner.drop_standby()  # it imported the modules held before
         why = self.preloader.step(self.input_waiting)
         if why is not None:
             self.retire(why)
@@ -290,7 +291,7 @@ class Zygote:
     def idle_timeout(self) -> float | None:
         """How long an idle worker may wait for input before it has something to do."""
         waits = [self.preloader.next_check_s()]
-        if self.forks.dying:
+        if self.forker.dying:
             waits.append(REAP_POLL_S)
         if self.preloader.wanted:
             waits.append(max(0.0, IDLE_S - (time.monotonic() - self.idle_since)))
@@ -340,8 +341,8 @@ class Zygote:
         supervise it to its end."""
         self.finish_ending()  # an earlier attempt's job, whose pipes the standby must not inherit
         attempt = Attempt()
-        starter: Forker | Spawner = self.spawns if self.method == "spawn" or request.path in self.fresh else self.forks
-        job = starter.take_standby(request) or starter.fork_job(request)
+        starter: JobStarter = self.spawner if self.method == "spawn" or request.path in self.unforkable else self.forker
+        job = starter.take_standby(request) or starter.start_job(request)
         mark(f"zygote: request {request.id} in job {job.pid}")
         self.send(JobStarted(request.id, job.pid))
         later = False
@@ -352,7 +353,7 @@ class Zygote:
             # standby's warming took the CPU from the job's own start -- running the
             # file, building the model -- while the server, the editor and this zygote
             # are busy with the save too (docs/decisions/0002-standby-job.md).
-            supervise(self, job, request, attempt, tail, exporting=lambda: starter.spawn_standby(busy=job))
+            supervise(self, job, request, attempt, tail, exporting=lambda: starter.start_standby(busy=job))
             mark(f"zygote: request {request.id} job result read")
             later = attempt.result is not None and self.only_the_job_left(job)
         finally:
@@ -373,14 +374,14 @@ class Zygote:
             mark(f"zygote: request {request.id} job ended")
         return attempt
 
-    def learn(self, job: Job, attempt: Attempt, starter: Forker | Spawner) -> None:
+    def learn(self, job: Job, attempt: Attempt, starter: JobStarter) -> None:
         """What a job taught, for later jobs: the libraries to preload, the fake-tensor
         calls to ask again here, the pages to copy into the standbys."""
         if attempt.imported is not None:
             self.preloader.learn(attempt.imported)
-        if attempt.fake_cache and starter is self.forks:  # a spawned job's forks are none of ours
+        if attempt.fake_cache and starter is self.forker:  # a spawned job's forks are none of ours
             self.answers.learn(attempt.fake_cache)
-        self.forks.learn_from(job.pid)  # written before it closed its event pipe, if at all
+        self.forker.learn_from(job.pid)  # written before it closed its event pipe, if at all
 
     def preloaded_modules(self) -> list[str]:
         """The library modules preloading imported here, in order: what a spawned job
@@ -394,7 +395,7 @@ class Zygote:
             return False
         if not capabilities.PRCTL:
             return True  # no subreaper: nothing the job started is ever handed to us
-        known = {job.pid, *self.forks.kept_pids(), *self.spawns.kept_pids(), *self.forks.dying}
+        known = {job.pid, *self.forker.kept_pids(), *self.spawner.kept_pids(), *self.forker.dying}
         return children(os.getpid()) <= known
 
     def finish_ending(self) -> None:
@@ -412,14 +413,14 @@ class Zygote:
         self.learn(job, ending.attempt, ending.starter)
         self.keep_fake_cache()  # the answers they ask for: "let go" marks the end of all the result led to
         close_job(job, ending.tail)
-        self.forks.dying.add(job.pid)
-        self.forks.reap_dead()
+        self.forker.dying.add(job.pid)
+        self.forker.reap_dead()
         mark(f"zygote: request {ending.request.id} job let go after its result")
 
     def reap_strays(self) -> None:
         # What the job started in a new session or by double fork is ours now.
-        kill_strays(keep=(*self.forks.kept_pids(), *self.spawns.kept_pids()))
-        self.forks.reap_dead()  # those ``kill_strays`` did not reap (no subreaper) wait for the next look
+        kill_strays(keep=(*self.forker.kept_pids(), *self.spawner.kept_pids()))
+        self.forker.reap_dead()  # those ``kill_strays`` did not reap (no subreaper) wait for the next look
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 A file that declares no target (``pkg/model.py``) shows the view of the model files
 whose run imported it (``exportlens.core.model.views``); the language server (an open
-module, ``server/views.py``) and ``check``/``show`` on a module
+module, ``server/open_modules.py``) and ``check``/``show`` on a module
 (``exportlens/module_views.py``) both export only the model files this module names,
 so a script that no model imports exports nothing, and the two agree on which files
 a module's result is made from. Reads text only: torch-free.

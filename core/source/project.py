@@ -31,7 +31,7 @@ def _real(path: str) -> str:
         return path
 
 
-class Sources:
+class UserSources:
     """The declaring file's index, and every local module's, built on first use."""
 
     def __init__(self, main: SourceIndex, root: str | None, texts: Mapping[str, str] | None = None) -> None:

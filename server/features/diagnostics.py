@@ -8,7 +8,7 @@ again (``workspace/diagnostic/refresh``), because exports also finish out of ban
 version the result was made for.
 
 A diagnostic whose line is in a local module the target imports (``Diagnostic.path``)
-is published in that module when it is open (``exportlens.server.views``); the
+is published in that module when it is open (``exportlens.server.open_modules``); the
 declaring file shows it at the target's line, naming the module's line.
 
 Core diagnostics are 1-based lines with UTF-8 byte columns; ``to_lsp`` turns them
@@ -35,7 +35,7 @@ from pygls import uris
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.core.model.views import at_declaration
 from exportlens.core.trace import mark
-from exportlens.server import notebooks
+from exportlens.server import notebook_cells
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 from exportlens.server.state import Published
 
@@ -145,7 +145,7 @@ def publish(server: Host, state: DocumentState) -> None:
         found_here.append(state.notice)  # an untrusted folder's notice (``features/untrusted``)
     if found_here:
         for found in found_here:
-            # A line in a local module is published there (``views``); here it
+            # A line in a local module is published there (``open_modules``); here it
             # stands at the target that found it, never at the module's line number.
             d = at_declaration(found, state.path)
             if d is None or not disabled.enabled(d.code):
@@ -165,7 +165,7 @@ def publish(server: Host, state: DocumentState) -> None:
     if server.client.pull_diagnostics:
         server.workspace_diagnostic_refresh(None)
     elif view is not None:  # a notebook's are published on its cells
-        for cell, in_cell in notebooks.diagnostics_by_cell(view, items).items():
+        for cell, in_cell in notebook_cells.diagnostics_by_cell(view, items).items():
             server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=in_cell))
     else:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
@@ -207,7 +207,7 @@ async def _pull_cell(server: Host, notebook_uri: str, cell_uri: str) -> types.Do
     state, view = server.documents.get(notebook_uri), server.notebooks.get(notebook_uri)
     if state is None or view is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
-    return types.RelatedFullDocumentDiagnosticReport(items=notebooks.diagnostics_by_cell(view, [p.lsp for p in state.published]).get(cell_uri, []))
+    return types.RelatedFullDocumentDiagnosticReport(items=notebook_cells.diagnostics_by_cell(view, [p.lsp for p in state.published]).get(cell_uri, []))
 
 
 def register(server: Host) -> None:

@@ -3,8 +3,8 @@
 - ``initialize``: read the client's capabilities once (``ClientProfile``: push or
   pull diagnostics, progress, markdown or plain text, ...) and
   ``initializationOptions`` (with whether the client trusts its workspace:
-  ``exportlens.server.trust``); start warming a worker when a trusted workspace
-  folder has a model file (``exportlens.server.warmup``).
+  ``exportlens.server.trust_gate``); start warming a worker when a trusted workspace
+  folder has a model file (``exportlens.server.warm_at_initialize``).
 - ``textDocument/didOpen`` / ``didSave``: export at once; ``didChange``: export the
   buffer after the debounce; ``didClose``: stop and clear its diagnostics.
 - ``workspace/didChangeConfiguration``: new settings (pushed in the notification,
@@ -28,7 +28,7 @@ from pygls import uris
 from exportlens.core.project import virtual_documents
 from exportlens.core.source.tokens import token_key, tokens_of
 from exportlens.core.trace import mark
-from exportlens.server import config, pyproject_view, verification, warmup
+from exportlens.server import config, pyproject_view, verification, warm_at_initialize
 from exportlens.server.client import ClientProfile
 from exportlens.server.features import diagnostics
 from exportlens.server.features.refresh import HINTS, refresh
@@ -161,7 +161,7 @@ def register(server: Host) -> None:
         if ls.client.pull_diagnostics:
             diagnostics.register(ls)
         apply_settings(ls)
-        folders = warmup.workspace_folders(params.root_uri, params.root_path, [f.uri for f in params.workspace_folders or []])
+        folders = warm_at_initialize.workspace_folders(params.root_uri, params.root_path, [f.uri for f in params.workspace_folders or []])
         ls.trust.start(folders, params.initialization_options)  # before anything may run
         ls.warm()
 

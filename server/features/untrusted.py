@@ -1,6 +1,6 @@
 """An untrusted folder: the notice instead of an export, and ``exportlens.trust``.
 
-Until its folder is trusted (``exportlens.server.trust``) a model file is not run:
+Until its folder is trusted (``exportlens.server.trust_gate``) a model file is not run:
 no cache lookup, no worker, no preloading. It shows one information diagnostic,
 ``untrusted-folder``, on its first line; its folder gets one ``window/showMessage``
 naming the two ways to trust it (``exportlens trust FOLDER`` in a terminal, the

@@ -321,12 +321,12 @@ FAMILY_MODELS = {
 
 
 def _family_fixes(source: str, diagnostic: Diagnostic, path: Path) -> list[Fix]:
-    from exportlens.core.fixes import branches, buffers, dims, shape_keys
+    from exportlens.core.fixes import branches, buffers, dim_suggestions, shape_keys
 
     if diagnostic.code == "banned-mutation/tensor-attribute":
         return buffers.fixes(source, diagnostic, FileResult(str(path)))
     if diagnostic.code == "constraint-violation":
-        return dims.fixes(source, diagnostic)
+        return dim_suggestions.fixes(source, diagnostic)
     if diagnostic.code == "data-dependent":
         return branches.fixes(source, diagnostic)
     return shape_keys.fixes(source, diagnostic)

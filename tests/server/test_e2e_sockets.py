@@ -28,7 +28,7 @@ import pytest
 from lsprotocol import types
 from pygls.io_ import run_async
 
-from exportlens.server.framing import MORE, FrameDecoder
+from exportlens.server.framing import MORE, LspFrameDecoder
 from tests.server.listening import ServerProcess
 from tests.server.lsp_client import EXAMPLES, SERVE, WAIT_S, Doc, RecordingClient, capabilities, make_client
 
@@ -78,7 +78,7 @@ class Raw:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         sock.settimeout(ANSWER_S)
-        self.decoder = FrameDecoder(lambda m: None)
+        self.decoder = LspFrameDecoder(lambda m: None)
 
     @classmethod
     def tcp(cls, host: str, port: int) -> Raw:

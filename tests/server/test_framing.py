@@ -1,4 +1,4 @@
-"""FrameDecoder on its own: well-formed streams in any split, and every way a frame can
+"""LspFrameDecoder on its own: well-formed streams in any split, and every way a frame can
 be wrong: the messages after it are still read, and each problem is one warning."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from exportlens.server.framing import MAX_HEADER, FrameDecoder, content_length
+from exportlens.server.framing import MAX_HEADER, LspFrameDecoder, content_length
 
 pytestmark = pytest.mark.adversarial
 
@@ -25,7 +25,7 @@ def msg(n: int, text: str = "") -> dict[str, Any]:
 
 def decode(*chunks: bytes) -> tuple[list[Any], list[str]]:
     warnings: list[str] = []
-    decoder = FrameDecoder(warnings.append, max_body=10_000_000)
+    decoder = LspFrameDecoder(warnings.append, max_body=10_000_000)
     out: list[Any] = []
     for chunk in chunks:
         decoder.feed(chunk)
@@ -78,7 +78,7 @@ def test_a_bad_frame_costs_at_most_itself(stream: bytes, ids: list[int], warned:
 
 def test_a_long_frame_waits_for_its_body_until_the_next_frame_shows_where_it_ends() -> None:
     warnings: list[str] = []
-    decoder = FrameDecoder(warnings.append)
+    decoder = LspFrameDecoder(warnings.append)
     decoder.feed(frame(msg(1), 5000))
     assert list(decoder.messages()) == [] and warnings == []
     decoder.feed(frame(msg(2)))
@@ -89,7 +89,7 @@ def test_a_long_frame_waits_for_its_body_until_the_next_frame_shows_where_it_end
 def test_a_short_frame_whose_rest_is_still_arriving_is_read_once_it_has() -> None:
     whole = frame(msg(1, "x" * 100), 20)
     warnings: list[str] = []
-    decoder = FrameDecoder(warnings.append)
+    decoder = LspFrameDecoder(warnings.append)
     decoder.feed(whole[:60])
     assert list(decoder.messages()) == []
     decoder.feed(whole[60:])
@@ -98,7 +98,7 @@ def test_a_short_frame_whose_rest_is_still_arriving_is_read_once_it_has() -> Non
 
 def test_noise_without_any_header_is_dropped_and_memory_stays_bounded() -> None:
     warnings: list[str] = []
-    decoder = FrameDecoder(warnings.append)
+    decoder = LspFrameDecoder(warnings.append)
     for _ in range(100):
         decoder.feed(b"noise " * 1000)
         assert list(decoder.messages()) == []

@@ -10,7 +10,7 @@ per destination on the target's result.
 
 - ``destination.py``: the interface (lower, run) and the run every destination shares;
 - ``outputs.py`` + ``numerics.py``: the comparison with eager, shared;
-- ``nodes.py``: from a failure or a node to the user's line, shared;
+- ``fx_nodes.py``: from a failure or an fx node to the user's line, shared;
 - one module per destination: ``onnx.py``, ``executorch.py``.
 """
 
@@ -25,7 +25,7 @@ from exportlens.core.export.lowering.destination import Destination, Subject, lo
 from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import TITLES, Lowering
 from exportlens.core.model.results import Diagnostic, TargetResult
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 # Hears how far a target's lowering came (``core/model/events.LoweringState``): the
 # records so far (the last in progress), their findings, the diagnostic for a death in
@@ -73,7 +73,7 @@ def lower_target(
     built: Built,
     candidate: Candidate,
     loaded: Loaded,
-    sources: Sources,
+    sources: UserSources,
     on_phase: Callable[[str], None] | None = None,
     training: str = "",
     on_state: State | None = None,

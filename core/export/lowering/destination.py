@@ -22,14 +22,14 @@ from typing import Any, Protocol
 
 from exportlens.core import torchversion
 from exportlens.core.export.loader import Loaded
-from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering import fx_nodes
 from exportlens.core.export.lowering.outputs import compare_outputs, eager_outputs, mismatch_diagnostics, user_outputs
 from exportlens.core.export.lowering.randomness import describe, drawn_lines, placed, random_outputs
 from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.lowering import Lowering, LoweringStatus
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import Signature, SourceLine
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Subject:
     built: Built
     candidate: Candidate
     loaded: Loaded
-    sources: Sources
+    sources: UserSources
     signature: Signature | None
     keep: bool = False  # carry the lowered program's bytes in the record (``--save-onnx``, ``--save-pte``)
     # The layers found in training mode that compute otherwise in eval mode, as
@@ -58,7 +58,7 @@ class Subject:
         return self.candidate.decl.name
 
     def line_of(self, node: Any) -> SourceLine | None:
-        return nodes.node_line(node, self.sources)
+        return fx_nodes.node_line(node, self.sources)
 
 
 @dataclass
@@ -207,7 +207,7 @@ def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, lis
     try:
         expected = eager_outputs(subject.built)
     except Exception as e:  # noqa: BLE001 - the export ran it fake; running it for real may still fail
-        message = f"running the model eagerly on the example inputs, to compare with {destination.runtime}, raised {nodes.text(e)}"
+        message = f"running the model eagerly on the example inputs, to compare with {destination.runtime}, raised {fx_nodes.text(e)}"
         return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [
             Diagnostic.at(error, message, subject.candidate.where, subject.name)
         ]
@@ -218,7 +218,7 @@ def _lower_to(destination: Destination, subject: Subject) -> tuple[Lowering, lis
     except Stop as stop:
         return replace(record, status=stop.status, errors=record.errors + stop.errors, lower_ms=ms()), found + stop.found
     except Exception as e:  # noqa: BLE001 - any runtime failure is a finding
-        message = f"{destination.runtime} failed to run the {destination.product} on the example inputs: {nodes.text(e)}"
+        message = f"{destination.runtime} failed to run the {destination.product} on the example inputs: {fx_nodes.text(e)}"
         return replace(record, status="error", errors=(message,), lower_ms=ms()), found + [Diagnostic.at(error, message, subject.candidate.where, subject.name)]
     path = subject.loaded.path
     draws = random_outputs(subject.ep, subject.line_of)

@@ -31,7 +31,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from exportlens.core.export.lowering import memory, nodes, randomness
+from exportlens.core.export.lowering import fx_nodes, memory, randomness
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
 from exportlens.core.export.lowering.outputs import user_outputs
 from exportlens.core.export.weights import values_real
@@ -69,7 +69,7 @@ class Executorch:
             try:
                 edge = to_edge_transform_and_lower(subject.ep, partitioner=[_partition_only(partitioner) if fake else partitioner])
             except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
-                return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), _failure("Lowering the exported program to ExecuTorch's edge dialect with the XNNPACK partitioner failed", e, subject, subject.ep))
+                return Lowered(replace(record, errors=(fx_nodes.text(fx_nodes.chain(e)[-1]),)), _failure("Lowering the exported program to ExecuTorch's edge dialect with the XNNPACK partitioner failed", e, subject, subject.ep))
             coverage, found = _coverage(edge.exported_program(), subject)
             record = replace(record, **coverage)
             # Before ``to_executorch``, whose passes rewrite the edge program's graph.
@@ -90,7 +90,7 @@ class Executorch:
                 program = edge.to_executorch()
                 pte = bytes(program.buffer)
             except Exception as e:  # noqa: BLE001
-                return Lowered(replace(record, errors=(nodes.text(nodes.chain(e)[-1]),)), found + _failure("Building the ExecuTorch program from the edge program failed", e, subject, edge_program))
+                return Lowered(replace(record, errors=(fx_nodes.text(fx_nodes.chain(e)[-1]),)), found + _failure("Building the ExecuTorch program from the edge program failed", e, subject, edge_program))
         plan = program.executorch_program.execution_plan[0]
         # The memory plan's arenas (the first, id 0, is reserved and empty): what the
         # method allocates for activations and mutable buffers on the device.
@@ -236,7 +236,7 @@ def _is_op(node: Any) -> bool:
     target = node.target
     if not hasattr(target, "_schema"):
         return type(target).__name__ == "HigherOrderOperator" and getattr(target, "__name__", "") != "executorch_call_delegate"
-    name = nodes.op_name(target)
+    name = fx_nodes.op_name(target)
     return not name.startswith(("aten::sym_", "aten::_assert", "aten::sym_constrain"))
 
 
@@ -246,7 +246,7 @@ def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnos
     graph_module = edge.graph_module
     delegated = 0
     outside = []
-    for module in nodes.graph_modules(graph_module):
+    for module in fx_nodes.graph_modules(graph_module):
         for node in module.graph.nodes:
             if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
                 lowered = getattr(module, node.args[0].target)
@@ -256,7 +256,7 @@ def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnos
     by_line: dict[tuple[str, int], tuple[SourceLine, list[str]]] = {}
     unplaced: list[str] = []
     for node in outside:
-        op = nodes.op_name(node.target)
+        op = fx_nodes.op_name(node.target)
         where = subject.line_of(node)
         if where is None:
             unplaced.append(op)
@@ -273,7 +273,7 @@ def _coverage(edge: Any, subject: Subject) -> tuple[dict[str, Any], list[Diagnos
         "delegated_ops": delegated,
         "total_ops": delegated + len(outside),
         "fallback_lines": len(by_line),
-        "fallback_ops": tuple(sorted({nodes.op_name(n.target) for n in outside})),
+        "fallback_ops": tuple(sorted({fx_nodes.op_name(n.target) for n in outside})),
     }
     return coverage, found
 
@@ -301,7 +301,7 @@ def _missing_kernels(missing: list[str], program: Any, subject: Subject) -> list
     for node in program.graph_module.graph.nodes:
         if node.op != "call_function" or not hasattr(node.target, "_schema"):
             continue
-        op = nodes.op_name(node.target)
+        op = fx_nodes.op_name(node.target)
         if op not in missing:
             continue
         where = subject.line_of(node) or subject.candidate.where
@@ -324,13 +324,13 @@ def _missing_kernels(missing: list[str], program: Any, subject: Subject) -> list
 def _failure(sentence: str, e: BaseException, subject: Subject, program: Any) -> list[Diagnostic]:
     """An ``executorch-error`` at the line of the node ExecuTorch was handling, else at
     each line making an op its message names, else at the target."""
-    chain = nodes.chain(e)
-    node = nodes.failing_node(chain)
-    detail = nodes.text(chain[-1])
+    chain = fx_nodes.chain(e)
+    node = fx_nodes.failing_node(chain)
+    detail = fx_nodes.text(chain[-1])
     wheres: list[SourceLine] = []
     at_node = ""
     if node is not None:
-        at_node = f" at node `{node.name}` ({nodes.op_name(node.target)})"
+        at_node = f" at node `{node.name}` ({fx_nodes.op_name(node.target)})"
         where = subject.line_of(node)
         if randomness.is_random(node):
             # The line that draws, inside whatever helper ``forward`` called.
@@ -350,7 +350,7 @@ def _failure(sentence: str, e: BaseException, subject: Subject, program: Any) ->
 
 def _drawing_line(node: Any, subject: Subject) -> SourceLine | None:
     """The user's line the eager run drew ``node``'s numbers at (its n-th call of the op)."""
-    op = nodes.op_name(node.target)
+    op = fx_nodes.op_name(node.target)
     same = [n for n in node.graph.nodes if n.op == "call_function" and n.target is node.target]
     draw = randomness.placed(randomness.Draw(op, None, same.index(node)), randomness.drawn_lines(subject.built, subject.sources))
     return draw.where
@@ -367,13 +367,13 @@ def _random_hint(node: Any, detail: str) -> str:
 
     op = None
     if node is not None and randomness.is_random(node):
-        op = nodes.op_name(node.target)
+        op = fx_nodes.op_name(node.target)
     else:
         for name, overload in _ATEN_OP.findall(detail):
             packet = getattr(torch.ops.aten, name, None)
             target = getattr(packet, overload, None) if packet is not None else None
             if target is not None and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ()):
-                op = nodes.op_name(target)
+                op = fx_nodes.op_name(target)
                 break
     if op is None:
         return ""
@@ -390,7 +390,7 @@ def _lines_of_ops_named(text: str, program: Any, subject: Subject) -> list[Sourc
     for node in program.graph_module.graph.nodes:
         if node.op != "call_function" or not hasattr(node.target, "_schema"):
             continue
-        op = nodes.op_name(node.target)
+        op = fx_nodes.op_name(node.target)
         if f"'{op}'" in text or f"`{op}`" in text or f"{op}." in text:
             where = subject.line_of(node)
             if where is not None:

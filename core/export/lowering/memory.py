@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from exportlens.core.export.explain import target_extent
-from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering import fx_nodes
 from exportlens.core.model.lowering import Lowering, size_text
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
@@ -113,7 +113,7 @@ def _ranges(edge: Any) -> dict[Any, Any]:
 def _delegated_nodes(edge: Any) -> list[Any]:
     """The nodes computing inside each XNNPACK delegate of ``edge`` (its branches too)."""
     out: list[Any] = []
-    for module in nodes.graph_modules(edge.graph_module):
+    for module in fx_nodes.graph_modules(edge.graph_module):
         for node in module.graph.nodes:
             if node.op == "call_function" and getattr(node.target, "__name__", "") == "executorch_call_delegate":
                 lowered = getattr(module, node.args[0].target, None)
@@ -145,7 +145,7 @@ def _value(node: Any, ranges: dict[Any, Any]) -> Value | None:
         nbytes = math.prod(shape) * t.element_size()
         if best is None or nbytes > best.nbytes:
             op = (
-                nodes.op_name(node.target)
+                fx_nodes.op_name(node.target)
                 if hasattr(node.target, "_schema")
                 else str(getattr(node.target, "__name__", node.target))
             )

@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from exportlens.core.export.loader import Loaded
-from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering import fx_nodes
 from exportlens.core.export.lowering.destination import Lowered, Stop, Subject, quiet
 from exportlens.core.export.weights import values_real
 from exportlens.core.model.lowering import ONNX_INSTALL, ONNX_PACKAGES, Lowering, LoweringStatus
@@ -57,7 +57,7 @@ class Onnx:
             with quiet(*_NOISY):
                 program = _convert(subject.ep, subject.loaded)
         except Exception as e:  # noqa: BLE001 - every conversion failure is a finding
-            constants = _constant_outputs(subject) if any("node return" in str(c) for c in nodes.chain(e)) else []
+            constants = _constant_outputs(subject) if any("node return" in str(c) for c in fx_nodes.chain(e)) else []
             if constants:
                 return Lowered(replace(record, status="error"), constants)
             status, found = _conversion_failure(e, subject)
@@ -69,7 +69,7 @@ class Onnx:
 
             onnx.checker.check_model(proto, full_check=True)
         except Exception as e:  # noqa: BLE001
-            return Lowered(record, [_error(f"onnx.checker rejects the converted model: {nodes.text(e)}", subject)])
+            return Lowered(record, [_error(f"onnx.checker rejects the converted model: {fx_nodes.text(e)}", subject)])
         if subject.keep:
             with contextlib.suppress(Exception):  # over 2 GB: protobuf cannot; the record still stands
                 record = replace(record, model=proto.SerializeToString())
@@ -81,7 +81,7 @@ class Onnx:
             with quiet(*_NOISY):
                 return _run_onnxruntime(lowered.program, subject)
         except Exception as e:  # noqa: BLE001
-            raise Stop("error", [_error(f"onnxruntime failed to run the converted model on the example inputs: {nodes.text(e)}", subject)]) from e
+            raise Stop("error", [_error(f"onnxruntime failed to run the converted model on the example inputs: {fx_nodes.text(e)}", subject)]) from e
 
 
 def _convert(ep: Any, loaded: Loaded) -> Any:
@@ -135,14 +135,14 @@ def _constant_outputs(subject: Subject) -> list[Diagnostic]:
 
 
 def _conversion_failure(e: BaseException, subject: Subject) -> tuple[LoweringStatus, list[Diagnostic]]:
-    chain = nodes.chain(e)
-    node = nodes.failing_node(chain)
+    chain = fx_nodes.chain(e)
+    node = fx_nodes.failing_node(chain)
     dispatch = next((c for c in chain if type(c).__name__ == "DispatchError"), None)
     if dispatch is not None and node is not None:
-        op = nodes.op_name(node.target)
+        op = fx_nodes.op_name(node.target)
         # Every call of the op in the program fails the same way: show each line, as
         # draft_export shows every problem where export stops at the first.
-        same = [n for n in subject.ep.graph.nodes if n.op == "call_function" and nodes.op_name(n.target) == op] or [node]
+        same = [n for n in subject.ep.graph.nodes if n.op == "call_function" and fx_nodes.op_name(n.target) == op] or [node]
         wheres: dict[int, SourceLine] = {}
         for n in [node, *same]:
             where = subject.line_of(n)
@@ -150,14 +150,14 @@ def _conversion_failure(e: BaseException, subject: Subject) -> tuple[LoweringSta
                 wheres.setdefault(where.line, where)
         hint = (
             f"torch.onnx has no translation for `{op}`, so the exported program cannot be lowered to ONNX. "
-            f"Give it one: set `{TRANSLATIONS_GLOBAL} = {{{nodes.op_expression(node.target)}: onnx_function}}` in this file "
+            f"Give it one: set `{TRANSLATIONS_GLOBAL} = {{{fx_nodes.op_expression(node.target)}: onnx_function}}` in this file "
             "(an onnxscript function, as torch.onnx.export's argument of that name takes it), or decompose the op into aten ops"
         )
         targets = list(wheres.values()) or [subject.candidate.where]
         return "unsupported", [Diagnostic.at("lowering/onnx-unsupported", hint, where, subject.name) for where in targets]
     where = subject.line_of(node) if node is not None else None
-    detail = nodes.text(chain[-1])
-    at_node = f" while translating node `{node.name}` ({nodes.op_name(node.target)})" if node is not None else ""
+    detail = fx_nodes.text(chain[-1])
+    at_node = f" while translating node `{node.name}` ({fx_nodes.op_name(node.target)})" if node is not None else ""
     return "error", [_error(f"torch.onnx could not convert the exported program{at_node}: {detail}", subject, where)]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from exportlens.core.export.lowering import nodes
+from exportlens.core.export.lowering import fx_nodes
 from exportlens.core.model.signature import SourceLine
 
 
@@ -74,7 +74,7 @@ def random_outputs(ep: Any, line_of: Any) -> dict[int, tuple[Draw, ...]]:
                     inputs.append(draw)
         if is_random(node):
             inputs.append(node)
-            op = nodes.op_name(node.target)
+            op = fx_nodes.op_name(node.target)
             nth[node], counts[op] = counts.get(op, 0), counts.get(op, 0) + 1
         if inputs:
             reached[node] = tuple(inputs)
@@ -87,7 +87,7 @@ def random_outputs(ep: Any, line_of: Any) -> dict[int, tuple[Draw, ...]]:
             continue
         draws = reached.get(value, ()) if hasattr(value, "op") else ()
         if draws:
-            out[position] = tuple(Draw(nodes.op_name(n.target), line_of(n), nth[n]) for n in draws)
+            out[position] = tuple(Draw(fx_nodes.op_name(n.target), line_of(n), nth[n]) for n in draws)
         position += 1
     return out
 
@@ -128,7 +128,7 @@ def drawn_lines(built: Any, sources: Any) -> list[tuple[str, SourceLine]]:
                     frame = frame.f_back
                 mine = sources.deepest(reversed(frames))
                 if mine is not None:
-                    found.append((nodes.op_name(func), sources.statement(mine)))
+                    found.append((fx_nodes.op_name(func), sources.statement(mine)))
             return func(*args, **(kwargs or {}))
 
     try:

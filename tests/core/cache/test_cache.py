@@ -22,7 +22,7 @@ import msgpack
 import pytest
 
 from exportlens.core.cache import keys as cachekey
-from exportlens.core.cache.files import (
+from exportlens.core.cache.entry_file import (
     HEADER,
     KIND_ENTRY,
     KIND_MANIFEST,

@@ -25,7 +25,7 @@ from exportlens.core.export.targets import Built, Candidate  # noqa: E402
 from exportlens.core.model.lowering import Lowering  # noqa: E402
 from exportlens.core.model.results import Diagnostic, TargetDecl  # noqa: E402
 from exportlens.core.model.signature import SourceLine  # noqa: E402
-from exportlens.core.source.project import Sources  # noqa: E402
+from exportlens.core.source.project import UserSources  # noqa: E402
 
 MODEL = """
     import torch
@@ -56,7 +56,7 @@ def _lower(loaded: Loaded, device: str, weights: str, keep: bool = False) -> tup
     built = Built(module, args, None, None, False)
     object.__setattr__(built, "weights", weights)  # Built.weights, however Built declares it
     candidate = Candidate(TargetDecl("Net", 4, "globals"), SourceLine(4, 1), lambda: built)
-    sources = Sources(loaded.index, loaded.root)
+    sources = UserSources(loaded.index, loaded.root)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ep = torch.export.export(module, args).run_decompositions({})

@@ -22,7 +22,7 @@ from exportlens.core.export import program_run
 from exportlens.core.export.targets import Built, Candidate
 from exportlens.core.model.results import TargetDecl
 from exportlens.core.model.signature import SourceLine
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 from exportlens.core.source.sourcemap import SourceIndex
 
 MODEL = textwrap.dedent(
@@ -55,17 +55,17 @@ def _load(tmp_path: Path, source: str, stem: str) -> Any:
     return module
 
 
-def _exported(tmp_path: Path, source: str, built: Built, name: str, line: int) -> tuple[Any, Candidate, Sources]:
+def _exported(tmp_path: Path, source: str, built: Built, name: str, line: int) -> tuple[Any, Candidate, UserSources]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         traced = torch.export.export(built.module, built.args, built.kwargs, dynamic_shapes=built.dynamic_shapes, strict=built.strict)
         ep = traced.run_decompositions({})
     index = SourceIndex.build(source, str(tmp_path / f"{type(built.module).__module__}.py"))
     candidate = Candidate(TargetDecl(name, line, "globals"), SourceLine(line), lambda: built)
-    return ep, candidate, Sources(index, str(tmp_path))
+    return ep, candidate, UserSources(index, str(tmp_path))
 
 
-def _setup(tmp_path: Path, mixed: bool) -> tuple[Any, Built, Candidate, Sources]:
+def _setup(tmp_path: Path, mixed: bool) -> tuple[Any, Built, Candidate, UserSources]:
     module = _load(tmp_path, MODEL, f"m_{mixed}")
     built = Built(module.M(mixed), (torch.randn(2, 8),), None, None, False)
     ep, candidate, sources = _exported(tmp_path, MODEL, built, "M", 5)

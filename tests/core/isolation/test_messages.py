@@ -30,9 +30,9 @@ EVERY_MESSAGE: list[m.Message] = [
     m.Exit(),
     m.WorkerReady(123, "2.13.0"),
     m.JobStarted(7, 456),
-    m.Progress(7, "A", 1, 2),
-    m.Progress(7, "A"),
-    m.Progress(7, "A", 1, 2, "lowering: executorch"),
+    m.TargetProgress(7, "A", 1, 2),
+    m.TargetProgress(7, "A"),
+    m.TargetProgress(7, "A", 1, 2, "lowering: executorch"),
     m.Finished(7, RESULT),
     m.Finished(7, FileResult(path="/p/model.py"), cancelled=True),
     m.StandbyWarm(),
@@ -146,4 +146,4 @@ def test_the_worker_turns_job_events_into_progress_and_a_result() -> None:
     assert not on_event(m.TargetDone(done), REQUEST, attempt, zygote.send)
     assert not on_event(m.JobResult(RESULT), REQUEST, attempt, zygote.send)
     assert (attempt.decls, attempt.current, attempt.done, attempt.result) == (list(decls), "B", [(done, [])], RESULT)
-    assert m.FrameDecoder().feed(os.read(out, 1 << 16)) == [m.Progress(7, "B", 2, 2), m.Progress(7, "B", 2, 2, "lowering: executorch")]
+    assert m.FrameDecoder().feed(os.read(out, 1 << 16)) == [m.TargetProgress(7, "B", 2, 2), m.TargetProgress(7, "B", 2, 2, "lowering: executorch")]

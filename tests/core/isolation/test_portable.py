@@ -347,7 +347,7 @@ import json, os, sys
 from exportlens.core.isolation import capabilities, procs
 from exportlens.core.isolation.spawning import Spawner
 spawner = Spawner()
-spawner.spawn_standby()
+spawner.start_standby()
 pid = spawner.standby.job.pid
 process = procs._started.get(pid)
 out = {"posix_spawn": capabilities.POSIX_SPAWN, "adopted": process is not None, "running": procs.exit_code(pid)}

@@ -15,7 +15,7 @@ from typing import Any
 
 from exportlens.core.model.signature import SourceLine
 from exportlens.core.source.frames import Frame, frames_in_text
-from exportlens.core.source.project import Sources
+from exportlens.core.source.project import UserSources
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MESSAGE_MAX = 1200  # characters of a library's message kept in a diagnostic
@@ -49,7 +49,7 @@ def failing_node(errors: list[BaseException]) -> Any:
     return None
 
 
-def node_line(node: Any, sources: Sources) -> SourceLine | None:
+def node_line(node: Any, sources: UserSources) -> SourceLine | None:
     """The statement in the user's files that made ``node`` (the deepest such frame:
     the model file, or a local module it imports, whose lines carry their path)."""
     trace = node.meta.get("stack_trace") if node is not None else None

@@ -1,6 +1,6 @@
 """Warm a worker at ``initialize`` when a trusted workspace folder holds a model file.
 
-Only trusted folders (``exportlens.server.trust``) are looked at: a worker preloads
+Only trusted folders (``exportlens.server.trust_gate``) are looked at: a worker preloads
 libraries the user's earlier jobs imported, and nothing may start for a folder whose
 code the user has not agreed to run. ``exportlens.trust`` warms again once trusted.
 

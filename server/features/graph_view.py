@@ -55,7 +55,7 @@ from exportlens.core.serde.located import Program, UserFrames, at_lines, program
 from exportlens.core.serde.reader import NodeModel
 
 # A runtime import: pygls reads command handlers' type hints.
-from exportlens.server.features import notebooks
+from exportlens.server.features import notebook_sync
 from exportlens.server.host import Host
 from exportlens.server.positions import UTF16, split_lines, units
 
@@ -343,7 +343,7 @@ def register(server: Host) -> None:
             if found is None:
                 log.debug("%s: ignored params %r", CURSOR, params)
                 return
-            uri, at = notebooks.in_module(ls, *found)
+            uri, at = notebook_sync.in_module(ls, *found)
             if at is None:
                 return  # a notebook cell that does not run: no node is there
             line = at
@@ -360,7 +360,7 @@ def register(server: Host) -> None:
     async def graph(ls: Host, *args: Any) -> dict[str, Any]:
         uri, target, line = _arguments(args)
         if line is not None or not uri.startswith("file:"):
-            uri, line = notebooks.in_module(ls, uri, line)
+            uri, line = notebook_sync.in_module(ls, uri, line)
         state = ls.documents.get(uri)
         if state is None or state.result is None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")

@@ -2,7 +2,7 @@
 ``didSave`` and ``didClose``, and the requests a client asks of a notebook's cells.
 
 pygls keeps the notebook and its cells' text documents in the workspace; these
-handlers then make the notebook's module (``exportlens.server.notebooks``) the text
+handlers then make the notebook's module (``exportlens.server.notebook_cells``) the text
 of a document at the notebook's URI and export it as any buffer is: at once when
 opened or saved, after the debounce when edited. An edit that leaves the module's
 text as it was (markdown, a cell after the last target, a skipped cell) exports
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls import uris
 
-from exportlens.server import notebooks, verification
+from exportlens.server import notebook_cells, verification
 from exportlens.server.features import diagnostics
 from exportlens.server.features.documents import guarded
 from exportlens.server.state import DocumentState
@@ -31,13 +31,13 @@ log = logging.getLogger(__name__)
 
 # Every notebook, with all its cells: markdown too, so that cells are numbered as
 # Jupyter, the CLI and ruff number them (a code cell in another language than
-# Python does not run: ``notebooks.build``).
+# Python does not run: ``notebook_cells.build``).
 SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*")], save=True)
 # The requests on a cell that are asked of its notebook's module.
 MAPPED = (types.TEXT_DOCUMENT_HOVER, types.TEXT_DOCUMENT_INLAY_HINT, types.TEXT_DOCUMENT_CODE_LENS, types.TEXT_DOCUMENT_CODE_ACTION)
 
 
-def view_of_cell(server: Host, cell_uri: str) -> notebooks.NotebookView | None:
+def view_of_cell(server: Host, cell_uri: str) -> notebook_cells.NotebookView | None:
     notebook = server.workspace.get_notebook_document(cell_uri=cell_uri)
     return server.notebooks.get(notebook.uri) if notebook is not None else None
 
@@ -62,7 +62,7 @@ def sync(server: Host, notebook_uri: str, *, delay: bool) -> None:
         return
     documents = {c.document: server.workspace.get_text_document(c.document) for c in notebook.cells}
     path = uris.to_fs_path(notebook_uri) or notebook_uri
-    view = notebooks.build(notebook, {u: (d.source, d.language_id) for u, d in documents.items()}, path)
+    view = notebook_cells.build(notebook, {u: (d.source, d.language_id) for u, d in documents.items()}, path)
     old = server.notebooks.get(notebook_uri)
     server.notebooks[notebook_uri] = view
     changed = old is None or old.module.text != view.module.text
@@ -114,12 +114,12 @@ def _on_cells(server: Host, handler: Any) -> Any:
         if view is None:
             answer = handler(params)
             return await answer if inspect.isawaitable(answer) else answer
-        asked = notebooks.to_module(params, view, uri)
+        asked = notebook_cells.to_module(params, view, uri)
         if asked is None:
             return None  # a cell that does not run: nothing of the export is there
         answer = handler(asked)
         result = await answer if inspect.isawaitable(answer) else answer
-        return notebooks.to_cell(result, view, uri) if result is not None else None
+        return notebook_cells.to_cell(result, view, uri) if result is not None else None
 
     return run
 
