@@ -33,7 +33,7 @@ class Cells:
     def lines(self, path: str) -> list[str] | None:
         """A notebook's module lines, for excerpts and columns; None for any other file."""
         module = self.module(path)
-        return module.text.splitlines() if module is not None else None
+        return module.text.split("\n") if module is not None else None  # Python's lines: \x0c is not one
 
     def place(self, path: str, line: int) -> tuple[int | None, int]:
         """``(cell, line in it)`` of a notebook's line; ``(None, line)`` elsewhere."""

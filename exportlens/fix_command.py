@@ -25,7 +25,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from exportlens.cells import Cells
 from exportlens.core.fixes import Fix, apply
 from exportlens.core.fixes.model import TextEdit
 from exportlens.core.fixes.verified import Offered, has_candidates, overlap, verify
@@ -93,15 +92,16 @@ def fix_json(fix: Fix, shown: Any, result_path: str | None = None) -> dict[str, 
     """A fix in ``--format json``: edits with their file written as ``path`` is; an
     edit of a notebook (``result_path``'s own, or its ``path``) counts its lines in
     the cell ``cell`` names."""
-    cells = Cells()
+    read: dict[str, NotebookEdits | None] = {}
     edits = []
     for e in fix.edits:
         out: dict[str, Any] = {"path": shown(e.path) if e.path else None, "line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column, "new_text": e.new_text}
-        file = e.path or result_path
-        cell, line = cells.place(file, e.line) if file else (None, e.line)
-        end_cell, end_line = cells.place(file, e.end_line) if file else (None, e.end_line)
-        if cell is not None and end_cell == cell:
-            out.update(line=line, end_line=end_line, cell=cell)
+        file = os.path.realpath(e.path or result_path or "")
+        if notebooks.is_notebook(file) and _in_cells(file, [e], read):
+            held = read[file]
+            found = held.cell_edit(e) if held is not None else None
+            if found is not None:
+                out.update(line=found[1].line, end_line=found[1].end_line, cell=found[0])
         edits.append(out)
     return {"title": fix.title, "preferred": fix.preferred, "edits": edits}
 
@@ -126,21 +126,24 @@ def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
     earlier one edits (ruff's rule: one pass, the rest on the next run); how many applied."""
     edits: dict[str, list[TextEdit]] = {}
     applied = 0
+    notebooks_read: dict[str, NotebookEdits | None] = {}
     for fix in fixes:
         mine: dict[str, list[TextEdit]] = {}
         for e in fix.edits:
             mine.setdefault(os.path.realpath(e.path or ""), []).append(e)
         if any(overlap(e, o) for p, es in mine.items() for e in es for o in edits.get(p, [])):
             continue
+        if not all(_in_cells(p, es, notebooks_read) for p, es in mine.items()):
+            continue  # an edit no cell holds: this fix is not applied, the others are
         for p, es in mine.items():
             edits.setdefault(p, []).extend(es)
         applied += 1
     out = {}
     for path, es in edits.items():
         if notebooks.is_notebook(path):
-            changed = _notebook_fixed(path, es)
-            if changed is not None:
-                out[path] = changed
+            held = notebooks_read.get(path)
+            if held is not None:
+                out[path] = held.applied(es)
             continue
         old = _read(path)
         if old is not None:
@@ -148,30 +151,79 @@ def fixed_texts(fixes: list[Fix]) -> tuple[dict[str, tuple[str, str]], int]:
     return out, applied
 
 
+def _in_cells(path: str, edits: list[TextEdit], read: dict[str, NotebookEdits | None]) -> bool:
+    """Every edit of a notebook lands in one cell (a ``.py`` file's always do)."""
+    if not notebooks.is_notebook(path):
+        return True
+    if path not in read:
+        read[path] = NotebookEdits.read(path)
+    held = read[path]
+    return held is not None and all(held.cell_edit(e) is not None for e in edits)
+
+
+@dataclass
+class NotebookEdits:
+    """Edits of a notebook's module as edits of its cells."""
+
+    data: bytes
+    cells: list[notebooks.Cell]
+    module: notebooks.NotebookModule
+
+    @classmethod
+    def read(cls, path: str) -> NotebookEdits | None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            cells = notebooks.read_cells(data)
+        except (OSError, notebooks.NotebookError):
+            return None
+        return cls(data, cells, notebooks.module_of(cells, notebooks.pyproject_names(path)))
+
+    def cell_edit(self, e: TextEdit) -> tuple[int, TextEdit] | None:
+        """``(cell, the edit in its lines)``; None for an edit across cells or on a line
+        whose IPython syntax was neutralised (the cell holds other text there). An end
+        at the start of the line after a cell (a whole-line edit of its last line) is
+        the cell's end."""
+        start = self.module.place(e.line)
+        if start is None:
+            return None
+        cell, at = start
+        shift = at - e.line
+        end = self.module.place(e.end_line)
+        span = next(s for s in self.module.spans if s.cell == cell)
+        if (end is None or end[0] != cell) and not (e.end_line == span.first + span.lines and e.end_column == 1):
+            return None
+        module_lines = self.module.text.split("\n")
+        source = notebooks.cell_text(self.cells[cell - 1]).split("\n")
+        for line in range(e.line, min(e.end_line, span.first + span.lines - 1) + 1):
+            if line - 1 >= len(module_lines) or line + shift - 1 >= len(source) or module_lines[line - 1] != source[line + shift - 1]:
+                return None
+        return cell, TextEdit(e.line + shift, e.column, e.end_line + shift, e.end_column, e.new_text)
+
+    def applied(self, edits: list[TextEdit]) -> tuple[str, str]:
+        """The notebook's JSON before and after ``edits`` (each one a cell's)."""
+        per_cell: dict[int, list[TextEdit]] = {}
+        for e in edits:
+            found = self.cell_edit(e)
+            assert found is not None, e  # fixed_texts took only fixes whose edits are
+            per_cell.setdefault(found[0], []).append(found[1])
+        texts = {}
+        for number, es in per_cell.items():
+            text = notebooks.cell_text(self.cells[number - 1])
+            last = len(text.split("\n"))
+            if not text.endswith("\n") and any(e.end_line > last for e in es):
+                text += "\n"  # a whole-line edit of the last line: the line ends first
+            texts[number] = apply(text, es)
+        return self.data.decode("utf-8-sig"), notebooks.with_cells(self.data, texts)
+
+
 def _notebook_fixed(path: str, edits: list[TextEdit]) -> tuple[str, str] | None:
     """The notebook's JSON before and after ``edits`` (made on its module) are applied
-    to its cells; None when one edit is not a cell's own (see the module docstring)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-        cells = notebooks.read_cells(data)
-        module = notebooks.module_of(cells, notebooks.pyproject_names(path))
-    except (OSError, notebooks.NotebookError):
+    to its cells; None when one edit is not a cell's own (see ``NotebookEdits.cell_edit``)."""
+    held = NotebookEdits.read(path)
+    if held is None or not all(held.cell_edit(e) is not None for e in edits):
         return None
-    module_lines = module.text.split("\n")
-    per_cell: dict[int, list[TextEdit]] = {}
-    for e in edits:
-        start, end = module.place(e.line), module.place(e.end_line)
-        if start is None or end is None or start[0] != end[0]:
-            return None
-        source = notebooks.cell_text(cells[start[0] - 1]).split("\n")
-        for line, at in ((e.line, start[1]), (e.end_line, end[1])):
-            if at > len(source) or module_lines[line - 1] != source[at - 1]:
-                return None  # a neutralised line: the cell holds other text there
-        shift = start[1] - e.line
-        per_cell.setdefault(start[0], []).append(TextEdit(e.line + shift, e.column, e.end_line + shift, e.end_column, e.new_text))
-    texts = {n: apply(notebooks.cell_text(cells[n - 1]), es) for n, es in per_cell.items()}
-    return data.decode("utf-8"), notebooks.with_cells(data, texts)
+    return held.applied(edits)
 
 
 def unified_diff(changes: dict[str, tuple[str, str]], shown: Any) -> str:
@@ -180,7 +232,7 @@ def unified_diff(changes: dict[str, tuple[str, str]], shown: Any) -> str:
         old, new = changes[path]
         name = shown(path)
         if notebooks.is_notebook(path):  # each changed cell, not the JSON
-            before, after = notebooks.read_cells(old), notebooks.read_cells(new)
+            before, after = notebooks.read_cells(old.encode("utf-8")), notebooks.read_cells(new.encode("utf-8"))
             for number, (a, b) in enumerate(zip(before, after, strict=True), start=1):
                 if a.text != b.text:
                     out += difflib.unified_diff(a.text.splitlines(keepends=True), b.text.splitlines(keepends=True), f"a/{name}:cell {number}", f"b/{name}:cell {number}")

@@ -241,7 +241,8 @@ def diagnostic_full(path: str, d: Diagnostic, sources: Sources, style: Style | N
     out = [diagnostic_line(f"{path}:cell {cell}" if cell is not None else path, shown, style)]
     out += [f"    {extra.rstrip()}" for extra in d.message.partition("\n")[2].splitlines() if extra.strip()]
     if source_path is not None:
-        out += excerpt(sources, source_path, d.line, d.column, d.end_line, d.end_column, style, severity=d.severity, offset=d.line - shown.line)
+        end_line, end_column = (d.end_line, d.end_column) if shown.end_line is not None else (None, None)  # not into the next cell
+        out += excerpt(sources, source_path, d.line, d.column, end_line, end_column, style, severity=d.severity, offset=d.line - shown.line)
     for r in d.related:
         r_cell, r_shown = sources.cells.related(r)
         where = display_path(r.path) + (f":cell {r_cell}" if r_cell is not None else "")

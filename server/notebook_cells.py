@@ -35,6 +35,14 @@ class NotebookView:
     path: str
     cell_uris: list[str]  # by cell number - 1, every kind
     module: NotebookModule
+    cell_texts: dict[str, str] = dataclasses.field(default_factory=dict)  # by cell URI, as the module read them
+
+    def holds(self, line0: int, cell_uri: str, cell_line0: int) -> bool:
+        """Whether module line ``line0`` is that cell's line as the cell has it (not a
+        line whose IPython syntax was neutralised)."""
+        module_lines = self.module.text.split("\n")
+        cell_lines = self.cell_texts.get(cell_uri, "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return 0 <= line0 < len(module_lines) and 0 <= cell_line0 < len(cell_lines) and module_lines[line0] == cell_lines[cell_line0]
 
     def cell_uri(self, number: int) -> str | None:
         return self.cell_uris[number - 1] if 1 <= number <= len(self.cell_uris) else None
@@ -72,7 +80,7 @@ def build(notebook: types.NotebookDocument, texts: dict[str, tuple[str, str | No
 
     cells = [Cell(kind(c, texts.get(c.document, ("", None))[1]), texts.get(c.document, ("", None))[0]) for c in notebook.cells]
     module = notebooks.module_of(cells, notebooks.pyproject_names(path))
-    return NotebookView(notebook.uri, path, [c.document for c in notebook.cells], module)
+    return NotebookView(notebook.uri, path, [c.document for c in notebook.cells], module, {c.document: cell.text for c, cell in zip(notebook.cells, cells, strict=True)})
 
 
 def exported_text(notebooks_open: dict[str, NotebookView], uri: str, path: str, text: str) -> str:
@@ -97,8 +105,10 @@ def to_module(params: Any, view: NotebookView, cell_uri: str) -> Any:
 
 def to_cell(result: Any, view: NotebookView, cell_uri: str) -> Any:
     """A result for the module, as seen from ``cell_uri``: every place in the module
-    moved to its cell; an item of a list that lies in another cell is dropped."""
-    return _Mover(view, cell_uri).move(result)
+    moved to its cell; an item of a list that lies in another cell is dropped (and a
+    single answer that does, or an edit no cell holds, is no answer: None)."""
+    moved = _Mover(view, cell_uri).move(result)
+    return None if moved is _ELSEWHERE else moved
 
 
 class _Mover:
@@ -146,40 +156,57 @@ class _Mover:
             item = getattr(value, f.name)
             moved = self.move(item)
             if moved is _ELSEWHERE:
-                if f.name in ("range", "position"):
-                    return _ELSEWHERE  # the item itself lies in another cell
+                if f.name in ("range", "position", "edit"):
+                    return _ELSEWHERE  # the item itself lies in another cell, or edits none
                 moved = None
             if moved is not item:
                 changes[f.name] = moved
         return attrs.evolve(value, **changes) if changes else value
 
-    def _workspace_edit(self, edit: types.WorkspaceEdit) -> types.WorkspaceEdit:
-        """Edits of the module become edits of the cells their lines are in."""
+    def _workspace_edit(self, edit: types.WorkspaceEdit) -> Any:
+        """Edits of the module become edits of the cells their lines are in; an edit no
+        cell holds makes the whole edit none (``_ELSEWHERE``)."""
         changes = None
         if edit.changes is not None:
             changes = {k: v for k, v in edit.changes.items() if k != self.notebook.uri}
-            for cell, edits in self._by_cell(list(edit.changes.get(self.notebook.uri, []))).items():
+            by_cell = self._by_cell(list(edit.changes.get(self.notebook.uri, [])))
+            if by_cell is None:
+                return _ELSEWHERE
+            for cell, edits in by_cell.items():
                 changes[cell] = [*changes.get(cell, []), *edits]
         document_changes: list[Any] | None = None
         if edit.document_changes is not None:
             document_changes = []
             for change in edit.document_changes:
                 if isinstance(change, types.TextDocumentEdit) and change.text_document.uri == self.notebook.uri:
-                    for cell, edits in self._by_cell([e for e in change.edits if isinstance(e, types.TextEdit)]).items():
+                    by_cell = self._by_cell([e for e in change.edits if isinstance(e, types.TextEdit)])
+                    if by_cell is None:
+                        return _ELSEWHERE
+                    for cell, edits in by_cell.items():
                         document_changes.append(types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(uri=cell, version=None), edits=list(edits)))
                 else:
                     document_changes.append(change)
         return attrs.evolve(edit, changes=changes, document_changes=document_changes)
 
-    def _by_cell(self, edits: list[types.TextEdit]) -> dict[str, list[types.TextEdit]]:
+    def _by_cell(self, edits: list[types.TextEdit]) -> dict[str, list[types.TextEdit]] | None:
+        """Each edit in its cell's lines; None when one spans cells (an end at the start
+        of the line after its cell is that cell's end) or touches a neutralised line."""
         out: dict[str, list[types.TextEdit]] = {}
         for e in edits:
             found = self.notebook.place(e.range.start.line)
             if found is None:
-                continue
-            shift = found[1] - e.range.start.line
-            moved = types.Range(start=attrs.evolve(e.range.start, line=found[1]), end=attrs.evolve(e.range.end, line=e.range.end.line + shift))
-            out.setdefault(found[0], []).append(attrs.evolve(e, range=moved))
+                return None
+            cell, line = found
+            shift = line - e.range.start.line
+            end = self.notebook.place(e.range.end.line)
+            at_cell_end = e.range.end.character == 0 and self.notebook.place(e.range.end.line - 1) is not None and self.notebook.place(e.range.end.line - 1)[0] == cell  # type: ignore[index]
+            if (end is None or end[0] != cell) and not at_cell_end:
+                return None
+            last = e.range.end.line - (1 if at_cell_end and (end is None or end[0] != cell) else 0)
+            if not all(self.notebook.holds(m, cell, m + shift) for m in range(e.range.start.line, last + 1)):
+                return None
+            moved = types.Range(start=attrs.evolve(e.range.start, line=line), end=attrs.evolve(e.range.end, line=e.range.end.line + shift))
+            out.setdefault(cell, []).append(attrs.evolve(e, range=moved))
         return out
 
     def _located(self, value: Any) -> Any:
@@ -190,7 +217,9 @@ class _Mover:
         uri, line = found
         shift = line - value.range.start.line
         end = value.range.end
-        return attrs.evolve(value, uri=uri, range=types.Range(start=attrs.evolve(value.range.start, line=line), end=attrs.evolve(end, line=end.line + shift)))
+        same = self.notebook.place(end.line)
+        moved_end = attrs.evolve(end, line=end.line + shift) if same is not None and same[0] == uri else types.Position(line=line + 1, character=0)
+        return attrs.evolve(value, uri=uri, range=types.Range(start=attrs.evolve(value.range.start, line=line), end=moved_end))
 
 
 _ELSEWHERE = object()

@@ -30,7 +30,16 @@ def test_an_edit_across_cells_or_on_a_magic_line_is_refused(tmp_path: Path) -> N
     module = notebooks.read(str(path))
     last_of_3, first_of_5 = module.line_of(3, 4), module.line_of(5, 1)
     assert last_of_3 is not None and first_of_5 is not None
-    assert _notebook_fixed(str(path), [TextEdit(last_of_3, 1, first_of_5, 1, "")]) is None
+    assert _notebook_fixed(str(path), [TextEdit(last_of_3, 1, first_of_5, 5, "")]) is None
+    # An end at the start of the next cell's first line is this cell's end: the
+    # whole-line edit of its last line (a cell without a final newline gets one first).
+    whole = _notebook_fixed(str(path), [TextEdit(last_of_3, 1, first_of_5, 1, "    return x\n")])
+    assert whole is not None
+    assert "".join(json.loads(whole[1])["cells"][2]["source"]).endswith("        return x + 1\n    return x\n")
+    last_of_6 = module.line_of(6, 2)  # "example_args = (torch.randn(3),)": the cell has no final newline
+    assert last_of_6 is not None
+    edited = _notebook_fixed(str(path), [TextEdit(last_of_6, 1, last_of_6 + 1, 1, "example_args = (torch.randn(4),)\n")])
+    assert edited is not None and "".join(json.loads(edited[1])["cells"][5]["source"]).endswith("example_args = (torch.randn(4),)\n")
     magic = module.line_of(2, 1)  # "%matplotlib inline", run as "pass  # %matplotlib inline"
     assert magic is not None
     assert _notebook_fixed(str(path), [TextEdit(magic, 1, magic, 1, "import torch\n")]) is None

@@ -14,10 +14,16 @@ DECLARES = re.compile(DECLARES_TEXT.pattern.encode())
 _GLOBALS = re.compile(r"^(?:model|example_args|example_kwargs|dynamic_shapes|strict|memory_budget)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 
 
-def declares(text: str, names: Iterable[str] = ()) -> bool:
+# The forms that declare, not merely mention: the decorator, or exportlens imported.
+_DECLARES_HERE = re.compile(r"exportlens\.target\b|@target\b|from exportlens import")
+
+
+def declares(text: str, names: Iterable[str] = (), *, assigned: bool = False) -> bool:
     """``text`` (a notebook's code cell) declares a target, or assigns one of the
     module globals a declaration is made of, or defines one of ``names`` (the
-    functions ``pyproject.toml`` entries name)."""
-    if DECLARES_TEXT.search(text) or _GLOBALS.search(text):
+    functions ``pyproject.toml`` entries name). With ``assigned``, a mere mention of
+    ``example_args`` does not count (``torch.export.export(model, example_args)`` in a
+    later cell uses the declaration, it does not make one)."""
+    if (_DECLARES_HERE if assigned else DECLARES_TEXT).search(text) or _GLOBALS.search(text):
         return True
     return any(re.search(rf"^(?:(?:async[ \t]+)?def|class)[ \t]+{re.escape(n)}\b|^{re.escape(n)}[ \t]*=(?!=)", text, re.M) for n in names)

@@ -134,7 +134,10 @@ def declares_targets(path: str, text: str | bytes) -> bool:
             if notebooks.read(path, text).spans:
                 return True
         except NotebookError:
-            return True  # checked, so the check says it is no notebook
+            # Not a notebook this reads (nbformat 3, a Git LFS pointer): checked only
+            # when its text mentions a declaration, so that the check says why.
+            if DECLARES.search(text):
+                return True
     elif DECLARES.search(text) if isinstance(text, bytes) else DECLARES_TEXT.search(text):
         return True
     real = os.path.realpath(path)

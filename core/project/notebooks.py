@@ -5,14 +5,15 @@ on a new line. IPython's syntax that is not Python is neutralised, as ruff does,
 a cell that does not compile as it is: a line magic (``%matplotlib inline``), a
 shell escape (``!pip list``) or a help request (``obj?``) becomes ``pass``, with its
 indentation; an assignment from one (``files = !ls``) assigns ``None``. A cell magic
-(``%%bash``) keeps its whole cell out. Markdown and raw cells are not code.
+(``%%bash``) keeps its whole cell out, except those whose body is Python
+(``%%time``, ``%%timeit``, ``%%capture``). Markdown and raw cells are not code.
 
 Only what the targets need runs. Notebooks often end in cells that load data or
 train: the module ends with the last code cell that declares a target (the module
 globals, the decorator, the function a ``pyproject.toml`` entry names), so the cells
 after it never run, and an edit there or in a markdown cell leaves the module's
 text, and so the cache key, as it was. A cell whose first line is
-``# exportlens: skip`` never runs either.
+``# exportlens: skip`` (its first line that is not blank) never runs either.
 
 Places: the module's line L is line ``place(L)[1]`` of cell ``place(L)[0]``, cells
 numbered from 1 over all the notebook's cells, markdown included, as Jupyter shows
@@ -115,6 +116,8 @@ def is_notebook(path: str) -> bool:
 
 def read_cells(data: bytes | str) -> list[Cell]:
     """The cells of an nbformat 4 notebook's JSON; NotebookError for anything else."""
+    if isinstance(data, str):
+        data = data.removeprefix("\ufeff")  # a BOM: json reads one from bytes, not from text
     try:
         nb = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
@@ -141,12 +144,20 @@ def read_cells(data: bytes | str) -> list[Cell]:
 
 
 def neutralise(text: str) -> tuple[str, bool]:
-    """A code cell's text as Python, and whether it is a cell magic (then it does not
-    run). A cell that compiles is left as it is: a ``%`` or ``!`` inside one of its
-    strings is Python's, not IPython's."""
-    first = next((line for line in text.split("\n") if line.strip()), "")
-    if first.lstrip().startswith("%%"):
-        return text, True
+    """A code cell's text as Python, and whether it is a cell magic that does not run.
+    A cell that compiles is left as it is: a ``%`` or ``!`` inside one of its strings
+    is Python's, not IPython's. Only a line that starts a logical line can be IPython's
+    (not one inside brackets or a triple-quoted string: ``!= 3`` there is Python's).
+    The cell magics whose body is Python (``%%time``, ``%%timeit``, ``%%capture``) run
+    their body, as ruff reads them."""
+    lines = text.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.strip()), 0)
+    first = lines[at].strip() if lines else ""
+    if first.startswith("%%"):
+        if first[2:].split(maxsplit=1)[:1] not in (["time"], ["timeit"], ["capture"]):
+            return text, True
+        lines[at] = f"pass  # {first}"
+        text = "\n".join(lines)
     try:
         compile(text, "<cell>", "exec", dont_inherit=True)
         return text, False
@@ -154,7 +165,12 @@ def neutralise(text: str) -> tuple[str, bool]:
         pass
     out = []
     continued = False
+    inside = _Inside()
     for line in text.split("\n"):
+        if not continued and inside.open():
+            out.append(line)  # inside brackets or a string: Python's
+            inside.read(line)
+            continue
         if continued:  # the rest of a magic continued with a backslash
             indent = line[: len(line) - len(line.lstrip())]
             out.append(f"{indent}pass  # {line.strip()}" if line.strip() else line)
@@ -171,7 +187,49 @@ def neutralise(text: str) -> tuple[str, bool]:
             continued = line.rstrip().endswith("\\")
             continue
         out.append(line)
+        inside.read(line)
     return "\n".join(out), False
+
+
+class _Inside:
+    """Whether the next line continues a logical line: inside brackets, a
+    triple-quoted string, or after a backslash. A rough reading (no tokenizer: the
+    cell does not compile), enough to leave Python's own lines alone."""
+
+    def __init__(self) -> None:
+        self.depth, self.quote, self.backslash = 0, "", False
+
+    def open(self) -> bool:
+        return self.depth > 0 or bool(self.quote) or self.backslash
+
+    def read(self, line: str) -> None:
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if self.quote:
+                if c == "\\":
+                    i += 2
+                    continue
+                if line.startswith(self.quote, i):
+                    i += len(self.quote)
+                    self.quote = ""
+                    continue
+            elif c == "#":
+                break
+            elif line.startswith(('"""', "'''"), i):
+                self.quote = line[i : i + 3]
+                i += 3
+                continue
+            elif c in "\"'":
+                end = line.find(c, i + 1)
+                i = n if end < 0 else end + 1
+                continue
+            elif c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            i += 1
+        self.backslash = not self.quote and line.rstrip().endswith("\\")
 
 
 def module_of(cells: Sequence[Cell], names: Iterable[str] = ()) -> NotebookModule:
@@ -184,7 +242,7 @@ def module_of(cells: Sequence[Cell], names: Iterable[str] = ()) -> NotebookModul
         if cell.kind != "code" or not cell.text.strip():
             continue
         text = cell_text(cell)
-        if SKIP_MARK.match(text):
+        if SKIP_MARK.match(text.lstrip("\n")):
             skipped.append(number)
             continue
         python, is_magic = neutralise(text)
@@ -192,7 +250,7 @@ def module_of(cells: Sequence[Cell], names: Iterable[str] = ()) -> NotebookModul
             magics.append(number)
             continue
         code.append((number, python))
-    needed = [i for i, (_, python) in enumerate(code) if declares(python, names)]
+    needed = [i for i, (_, python) in enumerate(code) if declares(python, names, assigned=True)]
     last = needed[-1] + 1 if needed else 0
     lines: list[str] = []
     spans = []
@@ -225,10 +283,12 @@ def with_cells(data: bytes | str, texts: dict[int, str]) -> str:
     replaced, everything else kept, written as Jupyter writes notebooks (one-space
     indent, UTF-8, a final newline). NotebookError when ``data`` is no notebook."""
     read_cells(data)  # says why it is no notebook
-    nb = json.loads(data)
-    for number, text in texts.items():
-        nb["cells"][number - 1]["source"] = text.splitlines(keepends=True)
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    text = data.decode("utf-8-sig") if isinstance(data, bytes) else data.removeprefix("\ufeff")
+    nb = json.loads(text)
+    for number, new in texts.items():
+        nb["cells"][number - 1]["source"] = new.splitlines(keepends=True)
+    indent = re.match(r"\{\r?\n( +)\"", text)  # the file's own indent: one space is Jupyter's
+    return json.dumps(nb, indent=len(indent.group(1)) if indent else 1, ensure_ascii=False) + "\n"
 
 
 def cell_text(cell: Cell) -> str:

@@ -22,6 +22,7 @@ from pygls import uris
 from exportlens.server import notebook_cells, verification
 from exportlens.server.features import diagnostics
 from exportlens.server.features.documents import guarded
+from exportlens.server.positions import split_lines
 from exportlens.server.state import DocumentState
 
 if TYPE_CHECKING:
@@ -82,13 +83,20 @@ def sync(server: Host, notebook_uri: str, *, delay: bool) -> None:
         server.log_message(f"exportlens: {path}: {view.module.describe()}", types.MessageType.Log)
         server.scheduler.schedule(notebook_uri, delay=delay)
     elif state.result is not None and (old is None or old.cell_uris != view.cell_uris or old.module.spans != view.module.spans):
-        diagnostics.publish(server, state)  # the same module, its cells moved
+        # The same module, its cells moved: the shown result in the new places, if it is
+        # this module's (an export of a newer text may be pending: it publishes then).
+        if split_lines(view.module.text) == state.result_lines:
+            diagnostics.publish(server, state)
+    if old is not None:
+        for gone in set(old.cell_uris) - set(view.cell_uris):
+            diagnostics.clear(server, gone)  # a deleted cell keeps nothing
 
 
 def close(server: Host, notebook_uri: str, cell_uris: list[str]) -> None:
     server.scheduler.forget(notebook_uri)
     server.notebooks.pop(notebook_uri, None)
     closed = server.documents.pop(notebook_uri, None)
+    server.workspace.remove_text_document(notebook_uri)  # the module's text, kept for its exports
     if closed is not None:
         verification.cancel(closed)
         for uri in cell_uris:

@@ -145,3 +145,20 @@ async def test_a_client_that_pulls_gets_each_cell_s_diagnostics(tmp_path: Path) 
         [d] = await pulled(HELPER_CELL)
         assert (d.code, d.range.start.line) == ("data-dependent", HELPER_LINE - 1)
         assert await pulled(MODEL_CELL) == [] and await pulled(1) == []
+
+
+
+async def test_a_deleted_cell_keeps_no_diagnostic(tmp_path: Path) -> None:
+    write_notebook(tmp_path / "nb.ipynb")
+    async with running_server("visual-studio-code+notebooks", tmp_path, {"cache_dir": str(tmp_path / ".cache")}) as (client, _):
+        nb = Notebook(client, tmp_path / "nb.ipynb")
+        nb.open()
+        [d] = await nb.published(HELPER_CELL, 1)
+        helper = nb.cells[HELPER_CELL - 1]
+        nb.version += 1
+        structure = types.NotebookDocumentCellChangeStructure(
+            array=types.NotebookCellArrayChange(start=HELPER_CELL - 1, delete_count=1), did_close=[types.TextDocumentIdentifier(uri=helper)]
+        )
+        event = types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(structure=structure))
+        client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(types.VersionedNotebookDocumentIdentifier(version=nb.version, uri=nb.uri), event))
+        await client.until(lambda: not client.publishes(helper)[-1].diagnostics, "the deleted cell cleared")

@@ -57,6 +57,25 @@ def test_python_that_compiles_is_left_alone_and_assignments_from_magics_assign_n
     assert module.text.splitlines()[:4] == ["files = None  # !ls", "    ", "if True:", "    pass  # %time f()"]
 
 
+def test_a_cell_that_uses_example_args_is_not_a_declaring_one() -> None:
+    cells = [Cell("code", "import torch\nmodel = torch.nn.ReLU()\nexample_args = (torch.ones(1),)"), Cell("code", "ep = torch.export.export(model, example_args)"), Cell("code", "model(*example_args)")]
+    module = module_of(cells)
+    assert [s.cell for s in module.spans] == [1] and module.after == (2, 3)
+
+
+def test_brackets_strings_and_python_cell_magics_are_read_as_python() -> None:
+    module = module_of([Cell("code", "!ls\nx = (1\n    != 3)\ns = \'\'\'\n!keep\n\'\'\'\nmodel = 1"), Cell("code", "%%time\nexample_args = ()"), Cell("code", "\n# exportlens: skip\nmodel = 2")])
+    assert module.text.split("\n")[:6] == ["pass  # !ls", "x = (1", "    != 3)", "s = \'\'\'", "!keep", "\'\'\'"]
+    assert [s.cell for s in module.spans] == [1, 2] and module.skipped == (3,)
+    compile(module.text, "nb.ipynb", "exec")
+
+
+def test_a_bom_and_the_file_s_own_indent_are_kept_apart() -> None:
+    data = "\ufeff" + json.dumps({"nbformat": 4, "cells": [{"cell_type": "code", "source": ["a"]}]}, indent=2)
+    assert read_cells(data) == [Cell("code", "a")]
+    assert notebooks.with_cells(data.encode("utf-8"), {1: "b\n"}).startswith('{\n  "nbformat": 4')
+
+
 def test_a_pyproject_entry_s_function_is_a_needed_cell() -> None:
     cells = [Cell("code", "import torch"), Cell("code", "def make():\n    return torch.nn.ReLU(), (torch.ones(1),)"), Cell("code", "train()")]
     assert [s.cell for s in module_of(cells, ["make"]).spans] == [1, 2]
@@ -83,9 +102,10 @@ def test_a_folder_check_finds_notebooks_that_declare_in_code_not_in_markdown(tmp
     words = write_notebook(tmp_path / "words.ipynb", [("markdown", "example_args and @exportlens.target")])
     assert survey([str(tmp_path)]).files == [str(tmp_path / "model.ipynb")]
     assert not declares_targets(str(words), words.read_bytes())
-    broken = tmp_path / "broken.ipynb"
-    broken.write_bytes(b"{")
-    assert declares_targets(str(broken), b"{")  # checked, so that the check says why
+    # No notebook this reads (a Git LFS pointer, nbformat 3): checked only when its text
+    # mentions a declaration, so that the check says why; a folder's other such files are not.
+    assert not declares_targets(str(tmp_path / "pointer.ipynb"), b"version https://git-lfs.github.com/spec/v1\n")
+    assert declares_targets(str(tmp_path / "old.ipynb"), b'{"nbformat": 3, "worksheets": [{"cells": [{"input": "example_args = ()"}]}]}')
     assert notebooks.read(str(tmp_path / "model.ipynb")).after == (7,)
 
 
