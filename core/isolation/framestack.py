@@ -98,7 +98,7 @@ def state() -> State:
     """Whether ``call`` gives its function a chunk of its own here, decided once per process."""
     if sys.implementation.name != "cpython":
         return State(False, f"off: {sys.implementation.name} has no CPython frame stack")
-    return decide(sys.version_info, probe())
+    return decide(sys.version_info[:3], probe())
 
 
 def _plain(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
