@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from exportlens import about
 from exportlens.core.isolation import framestack
 from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.isolation.startmethod import StartMethod
@@ -120,3 +121,11 @@ def test_a_job_runs_the_model_without_mapping_frame_stack_chunks_over_and_over(t
     with WorkerPool(1, start_method=StartMethod(method, "test")) as pool:
         (result,) = pool.run([request_for(path)])
     assert [t.status for t in result.targets] == ["ok"], result.diagnostics
+
+
+def test_exportlens_version_says_whether_the_frame_stack_speed_up_is_on_and_why() -> None:
+    [row] = [line for line in about.report().splitlines() if line.startswith("frame stack")]
+    state = framestack.state()
+    assert row.split(None, 2)[2] == state.why
+    assert state.why.startswith("on: " if state.on else "off: ")
+    assert f"Python {sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}" in state.why
