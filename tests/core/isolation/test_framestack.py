@@ -95,6 +95,12 @@ def test_what_the_probe_measured_decides_over_the_version() -> None:
     assert framestack.decide((3, 10, 13), True).on is False  # no chunks before 3.11
 
 
+def test_off_is_an_ordinary_call_that_crosses_edges_as_the_interpreter_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framestack, "state", lambda: framestack.State(False, "off: forced by the test"))
+    faults = framestack.call(_scan())
+    assert (max(faults) >= REPS) == framestack.thrashes_by_version(sys.version_info[:3]), faults
+
+
 def test_framestack_passes_arguments_and_results_and_raises_what_the_call_raises() -> None:
     assert framestack.call(dict, [("a", 1)], b=2) == {"a": 1, "b": 2}
     with pytest.raises(ZeroDivisionError):
