@@ -36,6 +36,7 @@ from exportlens.core.isolation import startmethod
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
+from exportlens.core.project import notebooks
 from exportlens.core.project.files import root_of
 from exportlens.core.project.settings import (
     DEFAULT_LOWER,
@@ -196,6 +197,8 @@ class Pipeline:
                 self._reported.add(why)
                 self._warn(why)
         limits, strict = limits_for(project, self.overrides)
+        if source is None and notebooks.is_notebook(path):
+            source = self._notebook_text(path)
         lower = _first(self.overrides.lower, project.lower, DEFAULT_LOWER)
         weights = _first(self.overrides.weights, project.weights, DEFAULT_WEIGHTS)
         return ExportRequest(
@@ -206,6 +209,16 @@ class Pipeline:
             if self.overrides.memory_budget is not None
             else project.memory_budget,
         )
+
+    def _notebook_text(self, path: str) -> str | None:
+        """The module a notebook on disk runs as (``core/project/notebooks.py``); None
+        when it cannot be read as one: the job then says why, at line 1."""
+        try:
+            module = notebooks.read(path)
+        except (OSError, notebooks.NotebookError):
+            return None
+        log.info("%s: %s", path, module.describe())
+        return module.text
 
     def cache_dir(self, path: str) -> Path:
         """The cache folder for the file ``path`` (whether or not the cache is on)."""

@@ -47,7 +47,7 @@ POLL_INTERVAL_S = 1.0
 def interesting(path: str) -> bool:
     name = os.path.basename(path)
     # The signature snapshot: what is shown for every model of the project depends on it.
-    return name.endswith(".py") or name in ("pyproject.toml", SNAPSHOT_NAME)
+    return name.endswith((".py", ".ipynb")) or name in ("pyproject.toml", SNAPSHOT_NAME)
 
 
 def _folders_of(files: frozenset[str]) -> frozenset[str]:

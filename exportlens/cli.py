@@ -479,7 +479,7 @@ def _check(
         from exportlens.fix_command import fix_json
 
         def shown(d: Diagnostic, path: str) -> list[dict[str, Any]]:
-            return [fix_json(o.fix, display_path) for o in verified.of(d, path)]
+            return [fix_json(o.fix, display_path, path) for o in verified.of(d, path)]
 
     return print_report(results, fmt=fmt, view=view, signatures=signatures, elapsed=elapsed, cached=batch.hits, plan=plan, origins=origins, fixes=shown)
 

@@ -15,18 +15,23 @@ than a wrong one. Torch-free.
 
 from __future__ import annotations
 
+from exportlens.cells import Cells
 from exportlens.terminal import TAB_WIDTH, Style, width
 
 MAX_SPAN_LINES = 6  # a longer span shows its first lines and its last, like ruff
 
 
 class Sources:
-    """Each file's lines, read once; None for a file that cannot be read as text."""
+    """Each file's lines, read once; None for a file that cannot be read as text. A
+    notebook's are its module's (``exportlens.cells``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cells: Cells | None = None) -> None:
         self._files: dict[str, list[str] | None] = {}
+        self.cells = cells or Cells()
 
     def lines(self, path: str) -> list[str] | None:
+        if path not in self._files and self.cells.module(path) is not None:
+            self._files[path] = self.cells.lines(path)
         if path not in self._files:
             try:
                 with open(path, "rb") as f:
@@ -57,10 +62,13 @@ def excerpt(
     style: Style,
     *,
     severity: str = "error",
+    offset: int = 0,
 ) -> list[str]:
     """The framed source lines ``line``..``end_line`` of ``path`` with the span from
     ``column`` to ``end_column`` (exclusive, byte columns) underlined; [] when the file
-    or the line is not there. Without an end, the rest of the line is underlined."""
+    or the line is not there. Without an end, the rest of the line is underlined.
+    ``offset``: subtracted from the line numbers shown (a notebook's lines are
+    numbered in their cell)."""
     lines = sources.lines(path)
     if lines is None or not 1 <= line <= len(lines):
         return []
@@ -68,7 +76,7 @@ def excerpt(
     numbers = list(range(line, last + 1))
     if len(numbers) > MAX_SPAN_LINES:
         numbers = numbers[: MAX_SPAN_LINES - 2] + [0] + numbers[-1:]  # 0: the "..." row
-    gutter = len(str(last))
+    gutter = len(str(last - offset))
     bar = style(" " * gutter + " |", "blue", "bold")
     out = [bar]
     for n in numbers:
@@ -80,7 +88,7 @@ def excerpt(
         # Column 1 of an indented line means "the line" (a note without a column): its code, not its indentation.
         start = _char_index(text, column) if n == line and column > 1 else indent
         stop = _char_index(text, end_column) if n == last and end_line is not None and end_column is not None else len(text.rstrip())
-        out.append(style(f"{n:>{gutter}} |", "blue", "bold") + (" " + _shown(text) if text.strip() else ""))
+        out.append(style(f"{n - offset:>{gutter}} |", "blue", "bold") + (" " + _shown(text) if text.strip() else ""))
         lead = width(text[:start].replace("\t", " " * TAB_WIDTH))
         cells = max(1, width(_shown(text[start:stop])))
         out.append(bar + " " + " " * lead + style("^" * cells, "bold", {"warning": "yellow", "information": "blue"}.get(severity, "red")))

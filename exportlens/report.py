@@ -1,17 +1,20 @@
 """Printing results: for people, each diagnostic as ``path:line:col: code message``
+(a notebook's as ``nb.ipynb:cell 3:line:col``, ``exportlens.cells``)
 followed by the source it points at with the span underlined and its notes (or one
 line each, ``--output-format concise``) and signature tables aligned in terminal
 cells; for tools, the contract's JSON document. Torch-free."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import Any, Callable, Iterable
 
+from exportlens.cells import Cells
 from exportlens.core.model import repeated
 from exportlens.core.model.lowering import Lowering
-from exportlens.core.model.results import Diagnostic, FileResult, TargetResult, weights_phrase
+from exportlens.core.model.results import Diagnostic, FileResult, Related, TargetResult, weights_phrase
 from exportlens.core.model.signature import InputSpec, OutputSpec, Signature, named_dims
 from exportlens.excerpt import Sources, excerpt
 from exportlens.terminal import Style, ljust, width
@@ -31,7 +34,8 @@ def display_path(path: str, cwd: str | None = None) -> str:
 # -- JSON -----------------------------------------------------------------------
 
 
-def spec_json(spec: InputSpec | OutputSpec) -> dict[str, Any]:
+def spec_json(spec: InputSpec | OutputSpec, path: str | None = None, cells: Cells | None = None) -> dict[str, Any]:
+    """``path``: the result's file, whose cells a line of its own is counted in."""
     out: dict[str, Any] = {"kind": spec.kind, "name": spec.arg.name, "target": spec.target}
     if isinstance(spec, InputSpec) and spec.kind == "BUFFER":
         out["persistent"] = spec.persistent
@@ -48,19 +52,28 @@ def spec_json(spec: InputSpec | OutputSpec) -> dict[str, Any]:
     out["line"] = spec.source.line if spec.source else None
     if spec.source is not None and spec.source.path:
         out["file"] = display_path(spec.source.path)  # a local module, not the declaring file
+    if spec.source is not None and cells is not None and (spec.source.path or path):
+        cell, out["line"] = cells.place(spec.source.path or path or "", spec.source.line)
+        if cell is not None:
+            out["cell"] = cell
     return out
 
 
-def signature_json(sig: Signature) -> dict[str, Any]:
+def signature_json(sig: Signature, path: str | None = None, cells: Cells | None = None) -> dict[str, Any]:
     return {
-        "inputs": [spec_json(s) for s in sig.inputs],
-        "outputs": [spec_json(s) for s in sig.outputs],
+        "inputs": [spec_json(s, path, cells) for s in sig.inputs],
+        "outputs": [spec_json(s, path, cells) for s in sig.outputs],
         "ranges": {k: [lo, hi] for k, (lo, hi) in sig.ranges.items()},
         "dim_names": dict(sig.dim_names),
     }
 
 
-def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
+def diagnostic_json(d: Diagnostic, path: str | None = None, cells: Cells | None = None) -> dict[str, Any]:
+    """``path``: the result's file; with ``cells``, a notebook's lines are counted in
+    their cell, which ``cell`` names (``related`` places too)."""
+    cell = None
+    if cells is not None and (d.path or path):
+        cell, d = cells.diagnostic(d.path or path or "", d)
     out: dict[str, Any] = {
         "code": d.code,
         "severity": d.severity,
@@ -73,24 +86,37 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
     }
     if d.path:
         out["file"] = display_path(d.path)  # a local module, not the result's own file
+    if cell is not None:
+        out["cell"] = cell
     if d.related:  # paths written as ``path`` is
-        out["related"] = [{"path": display_path(r.path), "line": r.line, "column": r.column, "message": r.message} for r in d.related]
+        out["related"] = [_related_json(r, cells) for r in d.related]
     return out
 
 
-def target_json(t: TargetResult) -> dict[str, Any]:
+def _related_json(r: Related, cells: Cells | None) -> dict[str, Any]:
+    cell, r = cells.related(r) if cells is not None else (None, r)
+    out: dict[str, Any] = {"path": display_path(r.path), "line": r.line, "column": r.column, "message": r.message}
+    if cell is not None:
+        out["cell"] = cell
+    return out
+
+
+def target_json(t: TargetResult, path: str | None = None, cells: Cells | None = None) -> dict[str, Any]:
+    cell, line = cells.place(path, t.line) if cells is not None and path and t.line > 0 else (None, t.line)
     out: dict[str, Any] = {
         "name": t.name,
-        "line": t.line,
+        "line": line,
         "status": t.status,
         "export_ms": round(t.export_ms, 1) if t.export_ms is not None else None,
     }
+    if cell is not None:
+        out["cell"] = cell
     if t.weights is not None:
         out["weights"] = t.weights
     if t.weights_note:
         out["weights_note"] = t.weights_note
     if t.status == "ok" and t.signature is not None:
-        out["signature"] = signature_json(t.signature)
+        out["signature"] = signature_json(t.signature, path, cells)
     if t.run is not None:
         out["run"] = {"status": t.run.status, "reason": t.run.reason or None}
     if t.lowerings:
@@ -170,9 +196,10 @@ def to_json(
     made by this run (``"run"``). ``fixes``: a diagnostic's verified fixes (of the
     result at that path), as JSON; a diagnostic with some carries ``fixes``."""
     origins = origins or {}
+    cells = Cells()
 
     def diagnostic(d: Diagnostic, path: str) -> dict[str, Any]:
-        out = diagnostic_json(d)
+        out = diagnostic_json(d, path, cells)
         found = fixes(d, path) if fixes is not None else []
         if found:
             out["fixes"] = found
@@ -185,7 +212,7 @@ def to_json(
                 "path": display_path(r.path, cwd),
                 "from": origins.get(r.path, "run"),
                 "diagnostics": [diagnostic(d, r.path) for d in r.diagnostics],
-                "targets": [target_json(t) for t in r.targets],
+                "targets": [target_json(t, r.path, cells) for t in r.targets],
             }
             for r in results
         ],
@@ -210,13 +237,16 @@ def diagnostic_full(path: str, d: Diagnostic, sources: Sources, style: Style | N
     underlined, then each related place (the line that specialised a dim...) as a
     note with its own line. ``source_path``: the file the line numbers refer to."""
     style = style or Style(False)
-    out = [diagnostic_line(path, d, style)]
+    cell, shown = sources.cells.diagnostic(source_path, d) if source_path is not None else (None, d)
+    out = [diagnostic_line(f"{path}:cell {cell}" if cell is not None else path, shown, style)]
     out += [f"    {extra.rstrip()}" for extra in d.message.partition("\n")[2].splitlines() if extra.strip()]
     if source_path is not None:
-        out += excerpt(sources, source_path, d.line, d.column, d.end_line, d.end_column, style, severity=d.severity)
+        out += excerpt(sources, source_path, d.line, d.column, d.end_line, d.end_column, style, severity=d.severity, offset=d.line - shown.line)
     for r in d.related:
-        out.append(f"  {style('= note:', 'bold', 'cyan')} {display_path(r.path)}:{r.line}: {r.message}")
-        out += excerpt(sources, r.path, r.line, r.column, None, None, style, severity="information")
+        r_cell, r_shown = sources.cells.related(r)
+        where = display_path(r.path) + (f":cell {r_cell}" if r_cell is not None else "")
+        out.append(f"  {style('= note:', 'bold', 'cyan')} {where}:{r_shown.line}: {r.message}")
+        out += excerpt(sources, r.path, r.line, r.column, None, None, style, severity="information", offset=r.line - r_shown.line)
     return "\n".join(out)
 
 
@@ -225,7 +255,7 @@ def _dims(shape: Iterable[Any], names: dict[str, str]) -> str:
     return "[" + ", ".join(named_dims(str(d), names) for d in shape) + "]"
 
 
-def _spec_row(direction: str, spec: InputSpec | OutputSpec, names: dict[str, str]) -> list[str]:
+def _spec_row(direction: str, spec: InputSpec | OutputSpec, names: dict[str, str], place: Callable[[str | None, int], str]) -> list[str]:
     target = spec.target or ""
     if isinstance(spec, InputSpec) and spec.persistent is False:
         target += " (non-persistent)"
@@ -238,17 +268,23 @@ def _spec_row(direction: str, spec: InputSpec | OutputSpec, names: dict[str, str
         value = f"custom_obj {spec.arg.class_fqn or ''}"
     else:
         value = spec.arg.kind
-    line = f":{spec.source.line}" if spec.source else ""
+    line = place(spec.source.path, spec.source.line) if spec.source else ""
     if spec.source is not None and spec.source.path:
         line = display_path(spec.source.path) + line
     return [direction, spec.kind, spec.arg.name, target, value, line]
 
 
-def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
+def signature_table(sig: Signature, indent: str = "  ", path: str | None = None, cells: Cells | None = None) -> list[str]:
     """One row per spec; the specs of repeated layers (at least ``MIN_GROUP`` that differ
-    only in their index) as one row with a count (``core/model/repeated.py``)."""
+    only in their index) as one row with a count (``core/model/repeated.py``). A spec's
+    line is ``:14``, or ``:cell 3:14`` in a notebook (``path``, the result's file)."""
     names = sig.dim_names
-    rows = [[*_spec_row(direction, r.spec, names), f"×{r.count}" if r.count > 1 else ""] for direction, specs in (("in", sig.inputs), ("out", sig.outputs)) for r in repeated.group(specs)]
+
+    def place(file: str | None, line: int) -> str:
+        cell, at = cells.place(file or path or "", line) if cells is not None and (file or path) else (None, line)
+        return f":cell {cell}:{at}" if cell is not None else f":{at}"
+
+    rows = [[*_spec_row(direction, r.spec, names, place), f"×{r.count}" if r.count > 1 else ""] for direction, specs in (("in", sig.inputs), ("out", sig.outputs)) for r in repeated.group(specs)]
     if not rows:
         return [indent + "(empty signature)"]
     widths = [max(width(r[i]) for r in rows) for i in range(len(rows[0]))]  # in terminal cells: wide names stay aligned
@@ -262,11 +298,14 @@ def signature_table(sig: Signature, indent: str = "  ") -> list[str]:
     return lines
 
 
-def target_header(path: str, t: TargetResult) -> str:
+def target_header(path: str, t: TargetResult, cell: int | None = None) -> str:
+    """``cell``: the notebook cell ``t.line`` is counted in."""
     took = f", exported in {t.export_ms:.0f} ms" if t.export_ms is not None and t.status == "ok" else ""
     weights = weights_phrase(t)
     made = f" with {weights}" if weights else ""
     where = f"{path}:{t.line}" if t.line > 0 else path  # 0: declared in another file, no line here
+    if cell is not None and t.line > 0:
+        where = f"{path}:cell {cell}:{t.line}"
     # A run that went as expected says nothing; one that failed or did not happen says so
     # (not for fake weights alone: "with fake weights" says it).
     ran = f"; {t.run.describe()}" if t.run is not None and t.run.status != "ok" and not (t.run.status == "skipped" and t.weights == "fake") else ""
@@ -280,12 +319,14 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
     with ``signatures``, each target's header and table."""
     out: list[str] = []
     sources = Sources()
+    cells = sources.cells
     for r in results:
         for d in r.diagnostics:
             source = d.path or r.path  # the module the line is in, when not the result's file
             path = display_path(source, cwd)
             if concise:
-                out.append(diagnostic_line(path, d, style))
+                cell, shown = cells.diagnostic(source, d)
+                out.append(diagnostic_line(f"{path}:cell {cell}" if cell is not None else path, shown, style))
             else:
                 out += [diagnostic_full(path, d, sources, style, source), ""]
     if out and not out[-1]:
@@ -296,9 +337,10 @@ def format_text(results: list[FileResult], *, signatures: bool = True, cwd: str 
             for t in r.targets:
                 if out:  # a blank line between sections, none before the first
                     out.append("")
-                out.append(target_header(path, t))
+                cell, line = cells.place(r.path, t.line) if t.line > 0 else (None, t.line)
+                out.append(target_header(path, dataclasses.replace(t, line=line), cell))
                 if t.signature is not None:
-                    out.extend(signature_table(t.signature))
+                    out.extend(signature_table(t.signature, path=r.path, cells=cells))
     return "\n".join(out)
 
 

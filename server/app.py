@@ -33,8 +33,9 @@ from exportlens.server import auth, exports, framing, listener, pyproject_view, 
 from exportlens.server.client import ClientProfile
 from exportlens.server.config import Settings, overrides
 from exportlens.server.endpoints import Endpoint, EndpointError, open_endpoint
-from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses
+from exportlens.server.features import actions, commands, documents, graph, hints, hover, lenses, notebooks
 from exportlens.server.features.progress import JobProgress
+from exportlens.server.notebooks import NotebookView
 from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
@@ -50,11 +51,18 @@ VERSION = "0.1.0"
 class ExportLensServer(LanguageServer):
     def __init__(self) -> None:
         # ExportLensProtocol: a request whose params pygls cannot read still gets an answer.
-        super().__init__("exportlens", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental, protocol_cls=ExportLensProtocol)
+        super().__init__(
+            "exportlens",
+            VERSION,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=notebooks.SYNC,
+            protocol_cls=ExportLensProtocol,
+        )
         self.settings = Settings()
         self.init_section: dict[str, Any] = {}
         self.user_section: dict[str, Any] = {}
         self.documents: dict[str, DocumentState] = {}
+        self.notebooks: dict[str, NotebookView] = {}  # open notebooks by URI (their module is in ``documents``)
         self.bridge = ExportBridge(jobs=1, on_event=self._on_pool_event, on_state=self._on_worker_state)
         self.scheduler = Scheduler(self._export, debounce_s=0.3, on_error=self._export_failed)
         self.progress_for: dict[int, JobProgress] = {}
@@ -296,6 +304,8 @@ def create_server() -> ExportLensServer:
     commands.register(server)
     actions.register(server)
     graph.register(server)
+    notebooks.register(server)
+    notebooks.map_requests(server, server.protocol.fm.features)
     return server
 
 

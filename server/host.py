@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from exportlens.server.client import ClientProfile
     from exportlens.server.config import Settings
     from exportlens.server.features.progress import JobProgress
+    from exportlens.server.notebooks import NotebookView
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
     from exportlens.server.stores import DeferredStores
@@ -48,6 +49,7 @@ class Host(Protocol):
 
     # ---- state
     documents: dict[str, DocumentState]  # open model documents by URI
+    notebooks: dict[str, NotebookView]  # open notebooks by URI (each one's module is a document)
     settings: Settings  # the effective editor settings
     init_section: dict[str, Any]  # the exportlens section of initializationOptions
     user_section: dict[str, Any]  # ... and of the client's pushed or pulled settings

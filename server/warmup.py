@@ -53,7 +53,7 @@ def first_model_file(folders: Iterable[str], max_files: int = MAX_FILES) -> str 
         for directory, dirs, names in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
             for name in sorted(names):
-                if not name.endswith(".py"):
+                if not name.endswith((".py", ".ipynb")):
                     continue
                 seen += 1
                 if seen > max_files:

@@ -1,9 +1,9 @@
 """The user-facing docs link only to what ships in the repository.
 
-Every relative link in README.md, docs/*.md and the editors' READMEs points at a file
-of the repository (and at a heading or ``<a id>`` that exists, for links with an
-anchor into a Markdown file), and no file of the repository refers to the team's
-design notes that users never see.
+Every relative link in README.md, docs/ (its folders too) and the editors' READMEs
+points at a file of the repository (and at a heading or ``<a id>`` that exists, for
+links with an anchor into a Markdown file), and no file of the repository refers to
+the team's design notes that users never see.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 def markdown_docs() -> list[Path]:
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     docs += sorted(p for p in (ROOT / "editors").rglob("README*") if p.is_file() and not SKIP_DIRS & set(p.relative_to(ROOT).parts))
     return docs
 

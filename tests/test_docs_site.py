@@ -1,6 +1,7 @@
 """The docs site builds from the repository with warnings as errors (``mkdocs build
 --strict``: every page in the nav, every link and anchor resolving), and every page of
-docs/ is in its nav, so none is left unreachable."""
+docs/ (its folders too: the decision records) is in its nav, so none is left
+unreachable."""
 
 from __future__ import annotations
 
@@ -25,12 +26,17 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "WARNING" not in proc.stderr, proc.stderr
     built = tmp_path / "site"
-    for page in sorted((ROOT / "docs").glob("*.md")):
-        name = "" if page.stem == "index" else page.stem + "/"
-        assert (built / name / "index.html").is_file(), page.name
+    for page in _pages():
+        where = page.with_suffix("")
+        where = where.parent if where.name == "index" else where
+        assert (built / where / "index.html").is_file(), page
+
+
+def _pages() -> list[Path]:
+    """Every page of docs/, as a path relative to it (``decisions/index.md``)."""
+    return sorted(p.relative_to(ROOT / "docs") for p in (ROOT / "docs").rglob("*.md"))
 
 
 def test_every_page_is_in_the_nav() -> None:
     nav = re.findall(r":\s*([\w./-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
-    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
-    assert sorted(nav) == pages
+    assert sorted(nav) == sorted(p.as_posix() for p in _pages())

@@ -18,7 +18,7 @@ prose = importlib.util.module_from_spec(_spec)
 sys.modules["prose"] = prose
 _spec.loader.exec_module(prose)
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]  # the decision records too
 # Sentences over prose.LONG words allowed across all pages: a handful that a list
 # would not make shorter (a command's whole usage line reads as one).
 LONG_ALLOWED = 5

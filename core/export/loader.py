@@ -1,5 +1,8 @@
 """Running a model file the way Python would import it, inside the job process.
 
+A notebook (``.ipynb``) runs as the module of its code cells
+(``core/project/notebooks.py``); the request usually carries that module's text.
+
 ``syntax-error`` when it does not compile (encoding errors included), ``import-error``
 at the deepest frame of the file when running it raises (``SystemExit`` included), or
 when the file cannot be read at all.
@@ -28,6 +31,7 @@ from typing import Any
 from exportlens.core.disk.states import file_state
 from exportlens.core.model.results import Diagnostic, Related
 from exportlens.core.model.signature import SourceLine
+from exportlens.core.project import notebooks
 from exportlens.core.source.frames import Frame, deepest_in_file
 from exportlens.core.source.project import Sources
 from exportlens.core.source.sourcemap import SourceIndex
@@ -126,6 +130,18 @@ def load(path: str, source: str | None, root: str | None, overlays: tuple[tuple[
             return loaded
     else:
         data = source.encode("utf-8")
+    if notebooks.is_notebook(path):
+        if source is None:
+            try:
+                source = notebooks.read(path, data).text
+            except notebooks.NotebookError as e:
+                loaded = Loaded(path, SourceIndex.build("", path))
+                loaded.diagnostics.append(Diagnostic("syntax-error", f"the notebook cannot be read: {e}", 1))
+                return loaded
+            data = source.encode("utf-8")
+        # Tracebacks and torch's messages read lines through linecache: the module's,
+        # not the notebook's JSON on disk.
+        linecache.cache[path] = (len(source), None, source.splitlines(keepends=True), path)
     try:
         text = source if source is not None else data.decode("utf-8")
     except UnicodeDecodeError:

@@ -5,8 +5,7 @@ the whole process, the output metadata of each operator call it has seen (op,
 input dtypes/shapes/strides, default dtype and device, shape-env settings ->
 output metadata). In torch's own warm re-run that cache is full from the previous
 run; a job forked from the zygote starts with what the zygote holds, and computed
-every operator's meta again: ~80 of the ~550 ms of a 2-layer BERT's export on this
-machine (``bench/bench_libraries.py``).
+every operator's meta again.
 
 Questions, not answers. A job runs model code, which may change torch's fake-tensor
 rules for its own export (a meta function, a decomposition, an entry of
@@ -28,8 +27,9 @@ attributes, classes and registries, ``observable``) and the Python kernels of th
 cached operators with the zygote's.
 
 Up to ``MAX_ENTRIES`` entries are kept in the zygote (about 1 kB each), and
-``MAX_QUESTIONS`` per job. Off with ``EXPORTLENS_FAKE_CACHE=0`` (to measure what it
-saves).
+``MAX_QUESTIONS`` per job. Off with ``EXPORTLENS_FAKE_CACHE=0``.
+
+Measured, and when to revisit it: docs/decisions/0004-fake-tensor-answers.md.
 """
 
 from __future__ import annotations
@@ -52,12 +52,13 @@ MAX_BYTES = 64 << 20  # of one job's questions
 MAX_DIMS = 16
 MAX_DEPTH = 4
 # A standby forked before the zygote answered lacks the entries. Computing a few
-# again (~0.4 ms each) costs less than a save waiting for a new standby's fork and
-# pages (~30 ms): an edit that changes a constant adds one or two; a new model, hundreds.
+# again costs less than a save waiting for a new standby's fork and pages: an edit
+# that changes a constant adds one or two; a new model, hundreds (docs/decisions/0002-standby-job.md).
 WORTH_A_NEW_STANDBY = 64
 NAMESPACES = ("aten", "prims")
-# The zygote answers before it takes the next request for up to this long (a new
-# model's few hundred questions take ~0.1-0.2 s, once); the rest while idle.
+# The zygote answers before it takes the next request; once this long is spent, a
+# request that waits goes first (a new model's few hundred questions take less,
+# once), and the rest waits for an idle moment.
 ANSWER_BEFORE_NEXT_S = 0.5
 # What decides an operator call's fake result besides its inputs.
 RULE_MODULES = (

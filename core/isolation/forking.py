@@ -1,11 +1,16 @@
 """Forking job processes from the zygote: a fresh fork per request, or the standby.
 
 While the worker is idle it forks the *next* job process ahead of its request and
-lets it warm up (``standby_main``: a tiny export pays the fork's copy-on-write of
-torch's op tables). A request then starts in that warm process; one that arrives
-while the standby is still warming goes to a fresh fork instead, so warming never
-delays an export. Off with ``EXPORTLENS_STANDBY=0``, e.g. to measure what it saves
-(``bench/bench_startmethod.py``).
+lets it warm up (``standby_main``: writing the hot pages, ``hotpages``, else a tiny
+export, pays the fork's copy-on-write of torch's op tables). Once the hot pages are
+known, the next one is forked beside a running job, when it begins its first target.
+A request then starts in that warm process; one that arrives while the standby is
+still warming goes to a fresh fork instead (after waiting up to ``POPULATE_WAIT_S``
+for one writing its hot pages), so warming never delays an export by much. Off with
+``EXPORTLENS_STANDBY=0``.
+
+Measured, and when to revisit it: docs/decisions/0002-standby-job.md (the standby),
+docs/decisions/0003-hot-pages.md (its pages and the jobs' lessons).
 
 Each job process gets three pipes back to the worker: its events (frames), its
 stdout/stderr, and a memfd for faulthandler's stack dump. ``end_job`` closes all
@@ -37,8 +42,8 @@ STANDBY = os.environ.get("EXPORTLENS_STANDBY", "1") != "0"
 # Off with EXPORTLENS_HOT_PAGES=0: standbys then always warm up with a tiny export.
 # They need a memfd to hand the pages over (Linux): elsewhere they are off too.
 HOT_PAGES = os.environ.get("EXPORTLENS_HOT_PAGES", "1") != "0" and hasattr(os, "memfd_create")
-# How long a request waits for a standby still writing its hot pages (~25 ms on an
-# idle machine) before it takes a fresh fork instead (a fork plus ~30 ms of faults).
+# How long a request waits for a standby still writing its hot pages before it takes
+# a fresh fork instead, which pays the same pages as faults (docs/decisions/0002-standby-job.md).
 POPULATE_WAIT_S = 0.05
 DUMP_READ_MAX = 1 << 20  # bytes of a stack dump read back: enough for every thread
 
@@ -86,7 +91,7 @@ class Forker:
         self.lessons: list[bytes] = []
         # Which file each learning job runs, and how many pages the last job of a
         # file told of: a file whose job had little to tell is not asked again for
-        # ``LESSON_PAUSE`` saves, as the read costs its job ~7 ms for nothing.
+        # ``LESSON_PAUSE`` saves, as the read would cost its job time for nothing.
         self.teaching: dict[int, str] = {}
         self.taught: dict[str, int] = {}  # path -> pages its last job told of, or saves not asked since (negative)
 

@@ -4,10 +4,9 @@ Why: CPython 3.11 and 3.12, 3.13 before 3.13.13 and 3.14 before 3.14.4 keep a
 thread's frames in a stack of chunks, 16 kB each, and free a chunk as soon as the
 frame at its base returns (gh-142183). A call tree that goes up and down across a
 chunk's edge maps a chunk and unmaps it again at each crossing: an ``mmap``, a page
-fault on fresh memory and an ``munmap`` (~9 us here). Where the edge falls depends on
-how deep the caller already is: a tiny BERT's export crossed one ~3,900 times in a job
-(~35 ms of a ~530 ms export, seen as page faults on one transient page, all from
-``allocate_chunk``), and not at all in a process that called it from a shallower frame.
+fault on fresh memory and an ``munmap``. Where the edge falls depends on how deep the
+caller already is, so an export in a job may cross one thousands of times where the
+same export called from a shallower frame crosses none.
 
 ``call`` runs a function under a frame that asks for ``ROOM`` more stack than it uses:
 the interpreter gives it a chunk of its own, twice that size, and every frame below
@@ -19,6 +18,8 @@ each frame on its own. CPython 3.13.13 and 3.14.4 keep the last freed chunk for 
 thread's next crossing (python/cpython#146123 and its 3.14 twin), and so does 3.15.
 Where ``resource`` counts page faults, a probe of ~2 ms measures it, once per process;
 elsewhere the version decides. ``exportlens version`` says which and why.
+
+Measured, and when to remove it: docs/decisions/0006-frame-stack-chunk.md.
 """
 
 from __future__ import annotations

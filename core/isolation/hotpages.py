@@ -1,30 +1,31 @@
 """Which of the zygote's pages an export writes, and paying their copy-on-write at once.
 
-Why: a job process is a fork of the zygote and shares its memory until it writes to
-it; an export writes all over torch's heap (reference counts, caches), ~8000 pages
-for a small model, each a page fault and a copy: ~30 ms of a small model's export in
-a fresh fork. The standby (``forking``) pays that ahead of its request by running a
-tiny export, but that takes ~180 ms, so a save that comes right after the previous
-result never finds it warm. Writing the same pages with one
-``madvise(MADV_POPULATE_WRITE)`` per run of pages (Linux 5.14) takes a fraction of
-that: the kernel copies them without a fault each.
+A job process is a fork of the zygote and shares its memory until it writes to it;
+an export writes all over torch's heap (reference counts, caches), each page a fault
+and a copy. The standby (``forking``, ``standby``) pays that ahead of its request.
+Writing the pages with one ``madvise(MADV_POPULATE_WRITE)`` per run of pages (Linux
+5.14) makes the kernel copy them without a fault each, in a fraction of the time of
+the tiny export a standby would otherwise warm with.
 
 Which pages: the first standby records them. It reads its ``/proc/self/pagemap``
 before and after its warm-up export; a page present and shared with the zygote before
 and present and exclusively its own after was copied on write. It hands the runs of
 such pages to the zygote (a memfd only that standby holds); later standbys populate
 them instead of exporting. A tiny export does not write what a real model's does
-(transformers' modules, the operators and cache entries of a BERT: ~11,000 faults, ~40
-ms of a tiny BERT's save), so jobs teach it the rest: a standby that warmed by hot
-pages reads its pagemap before it takes a request, and its job, when it copied more
-than ``LEARN_FAULTS`` pages (faults that added no anonymous resident page), reads it again after it sent its result (~7 ms, off the save's path: ``jobprocess._lessons``) and
-hands the pages it copied to the zygote, which adds them to the list (``merge``) for
-the standbys forked after. A file whose job had little to tell (its pages known, or its
-faults on fresh memory that no list can spare) is not asked again for its next saves
-(``forking.LESSON_PAUSE``). The list only grows, up to ``MAX_PAGES``. Pages only: populating never changes what a process
+(transformers' modules, a BERT's operators and cache entries), so jobs teach it the
+rest: a standby that warmed by hot pages reads its pagemap before it takes a request,
+and its job, when it copied more than ``LEARN_FAULTS`` pages (faults that added no
+anonymous resident page), reads it again after it sent its result
+(``jobprocess._lessons``) and hands the pages it copied to the zygote, which adds
+them to the list (``merge``) for the standbys forked after. A file whose job had
+little to tell (its pages known, or its faults on fresh memory that no list can
+spare) is not asked again for its next saves (``forking.LESSON_PAUSE``). The list only
+grows, up to ``MAX_PAGES``. Pages only: populating never changes what a process
 computes, so a stale or partial list costs speed, never correctness. Where the kernel
 cannot (no pagemap, no ``MADV_POPULATE_WRITE``), nothing is recorded and standbys warm
 up by exporting as before.
+
+Measured, and when to switch it off (``EXPORTLENS_HOT_PAGES=0``): docs/decisions/0003-hot-pages.md.
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ def anon_resident_pages() -> int:
     does not say): what a fault on fresh memory adds to and a copy on write leaves as
     it was. Not the whole resident size: a fault on a file mapping (torch's code run
     for the first time in this fork) maps many pages at once (fault-around, large
-    folios), so a BERT's job that copied ~10,000 pages grew its file pages by ~14,600
-    and, counted against the whole resident size, seemed to have copied none."""
+    folios), which hid every copy (docs/decisions/0003-hot-pages.md)."""
     try:
         with proc_open("self/status") as f:
             for line in f:
@@ -100,14 +100,13 @@ def written(mappings: Runs, before: list[array], after: list[array]) -> Runs:
     """Runs of pages shared with the parent in ``before`` and copied in ``after``."""
     try:
         import numpy
-    except ImportError:  # pure Python: ~25 ms for a worker's ~110k pages
+    except ImportError:  # pure Python: many times numpy's time (docs/decisions/0003-hot-pages.md)
         return _written(mappings, before, after)
     return _written_numpy(numpy, mappings, before, after)
 
 
 def _written_numpy(np: Any, mappings: Runs, before: list[array], after: list[array]) -> Runs:
-    """``written``, a whole mapping at a time (~2 ms for a worker's ~110k pages: a job
-    pays it, see ``LEARN_FAULTS``)."""
+    """``written``, a whole mapping at a time (a job pays it, see ``LEARN_FAULTS``)."""
     mask, present = np.uint64(PRESENT | EXCLUSIVE), np.uint64(PRESENT)
     runs: Runs = []
     total = 0

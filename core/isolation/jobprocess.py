@@ -149,11 +149,13 @@ def _dump_before_timeout(emit: Callable[[FromJob], None], dump_fd: int, timeout_
 
 
 def _lessons(request: ExportRequest, before: set[str], learning: Learning | None, write: Callable[[FromJob], None]) -> None:
-    """What only speeds the worker's later jobs, sent after the result: the worker
-    sends the result on at once and reads these while the editor shows it
-    (``Zygote.finish_ending``), so they are off the save's path (~10-20 ms of a
-    transformers model's: the pages it copied, the library modules it imported, the
-    fake-tensor calls it made)."""
+    """What only speeds the worker's later jobs, sent after the result, in this
+    order: the pages it copied (to the zygote's memfd, ``_teach``), the library modules
+    it imported (``Imported``), the fake-tensor calls it made (``FakeCache``, when
+    there are any), then ``Taught``. The worker sends the result on at once (unless
+    the job left a process behind) and reads these while the editor shows it
+    (``Zygote.finish_ending``), so they are off the save's path
+    (docs/decisions/0007-result-before-lessons.md)."""
     if learning is not None:
         _teach(learning)
     try:
@@ -170,11 +172,12 @@ def _lessons(request: ExportRequest, before: set[str], learning: Learning | None
 
 def _teach(learning: Learning) -> None:
     """Write the runs of pages this job copied to the zygote's memfd, when it copied
-    enough for that to be worth the ~7 ms (``hotpages.LEARN_FAULTS``). A copy is a
-    fault that left the anonymous resident size as it was; a fault on fresh memory
-    (the model's tensors, a new arena) adds an anonymous page, and populating could
-    not spare it. (Faults on file mappings count as copies here: an over-count only
-    costs the ~7 ms read, which then finds what was really copied.)"""
+    enough for that to be worth reading its pagemap again (``hotpages.LEARN_FAULTS``).
+    A copy is a fault that left the anonymous resident size as it was; a fault on
+    fresh memory (the model's tensors, a new arena) adds an anonymous page, and
+    populating could not spare it. (Faults on file mappings count as copies here: an
+    over-count only costs the read, which then finds what was really copied.) What
+    the read costs: docs/decisions/0003-hot-pages.md."""
     import resource  # there is a lesson only where there is ``resource`` (``Forker.spawn_standby``)
 
     try:

@@ -20,7 +20,8 @@ pool -> zygote (the zygote's stdin)
 zygote -> pool (the zygote's stdout)
     ``WorkerReady``  once, after importing torch and warming up
     ``JobStarted``   a job process runs request ``id`` (its pid, for tests and tools)
-    ``Progress``     request ``id`` begins exporting ``target``; also a heartbeat
+    ``Progress``     request ``id`` begins exporting ``target``, or enters a phase
+                     (a job's ``Phase``); also a heartbeat
     ``Finished``     exactly once per request. A cancelled request gets an empty
                      result and ``cancelled=True``; a ``Cancel`` for an id already
                      answered gets no reply.
@@ -32,16 +33,23 @@ zygote -> pool (the zygote's stdout)
                      changed on disk since, or one that made it unsafe to fork
 job process -> zygote (a pipe per job)
     ``StandbyWarm``   a standby job process is warm and waits for its ``Export``
+    ``Phase``         the file's or the target's next step (for progress), at any
+                      point: the file's first ("running the file") comes before
+                      ``TargetsFound``, a target's between its ``TargetBegins``
+                      and its ``TargetDone``
     ``TargetsFound``  after discovery: every target the file declares
     ``TargetBegins``  before each target's export: a crash or hang from here on is
                       this target's, and its timeout starts now
-    ``Phase``         the file's or the target's next step (for progress)
     ``TargetExported`` a target exported and is lowered next: its result, final
                       now (kept if the job dies while lowering)
     ``LoweringState`` how far its lowering came, and what to say if it dies there
+                      (before each lowering step that may kill the job)
     ``TargetDone``    a target finished, with its diagnostics (kept if the job dies later)
-    ``JobResult``     once: the file's result; the worker sends it on at once
-    then the lessons, which only speed later jobs (``jobprocess._lessons``):
+    ``JobResult``     once: the file's result; the worker answers (``Finished``)
+                      without waiting for the lessons, unless the job left a
+                      process behind (``Zygote.run_child``)
+    then the lessons, which only speed later jobs (``jobprocess._lessons``; the
+    pages it copied go to a memfd, not here):
     ``Imported``      the library modules it imported (for the worker to preload)
                       and the preloaded libraries the model used
     ``FakeCache``     when its export added entries to the fake-tensor dispatch

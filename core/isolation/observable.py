@@ -30,6 +30,8 @@ the import itself defined (its classes in pytree, its own operator namespaces), 
 interpreter's caches (``_CACHES``), and warning filters (they change what is printed,
 never a result). Kernels a C++ extension registers with the dispatcher directly are
 not seen here.
+
+What a snapshot and its comparison cost: docs/decisions/0005-preloading.md.
 """
 
 from __future__ import annotations

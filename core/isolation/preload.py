@@ -2,9 +2,10 @@
 preloaded, and records why a library was not. The zygote calls it while idle.
 
 Why: each export runs in a fresh fork of the worker, which holds torch. A model built
-with a library (transformers above all) imported that library again in every job:
-~0.6-1.3 s of each save, while the export itself took less. Imported once into the
-worker, the library is in every fork for free, as torch is.
+with a library (transformers above all) imported that library again in every job,
+which took longer than the export itself. Imported once into the worker, the library
+is in every fork for free, as torch is. Measured, and when to switch it off
+(``EXPORTLENS_PRELOAD=0``): docs/decisions/0005-preloading.md.
 
 What: the library modules the jobs imported (each job reports them: ``Imported``,
 ``exportlens.core.export.libraries``), and those of the record of earlier workers
@@ -310,11 +311,11 @@ class Preloader:
         ``new_only`` (before a batch's next job): only the modules of libraries the
         worker holds nothing of yet; more modules of a library it holds (a model
         family's own, ``transformers.models.llama``) stay pending for an idle moment.
-        Their import is a fraction of what preloading them costs -- what other code
-        sees taken and compared, the library units learned again: ~0.3 s of the
-        worker a family on a 2-core machine, more when it is loaded, while the job
-        that needs them imports them in ~0.05 s -- and a batch's next file is often
-        of another family."""
+        Their import is a fraction of what preloading them costs (what other code
+        sees taken and compared, the library units learned again: several times
+        what the job that needs them spends importing them,
+        docs/decisions/0005-preloading.md), and a batch's next file is often of
+        another family."""
         if self.path is not None and self.pending:
             # Another worker may have refused a library since this one started (both
             # ran jobs that import it): an import it would retire for costs a worker.
@@ -325,7 +326,7 @@ class Preloader:
         announced = False
         gc.disable()  # an import makes many objects; collections meanwhile only cost time
         # One library's modules one after the other: what other code sees is compared
-        # once a library is done (~0.15 s), not after each of its modules.
+        # once a library is done, not after each of its modules.
         groups: dict[str, list[tuple[str, str]]] = {}
         for name, expected in self.pending.items():
             groups.setdefault(_top(name), []).append((name, expected))
@@ -354,7 +355,7 @@ class Preloader:
                 announced = True
                 mark(f"zygote: preloading {name}")
                 if current is None:
-                    # What other code sees now (~0.25 s, while idle): since the last
+                    # What other code sees now (while idle): since the last
                     # library, the worker itself answered questions and forked jobs.
                     self.seen = observable.take()
                     current = top
@@ -381,8 +382,9 @@ class Preloader:
             libraries.PRELOADED = frozenset(self.modules)
             fakecache.settle()  # a library's own operators and rules are the zygote's now
         if imported or not self.learned:
-            # What each job forked from now on looks up rather than works out (~0.1 s
-            # with transformers): idle work, not the first request's.
+            # What each job forked from now on looks up rather than works out
+            # (docs/decisions/0010-library-units-walked-once.md): idle work, not the
+            # first request's.
             mark("zygote: learning library units")
             library_units.learn()
             self.learned = True

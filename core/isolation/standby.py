@@ -1,6 +1,9 @@
 """A job process forked before its request arrives (``standby_main``): it warms up
 (by hot pages, else a tiny export, ``warmup``) while the user is still typing, then
 runs the request it is handed as any job does (``jobprocess.child_main``).
+
+Measured, and when to switch it off (``EXPORTLENS_STANDBY=0``):
+docs/decisions/0002-standby-job.md.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ def standby_main(
     all over torch's operator tables (``run_decompositions`` walks every op). The
     standby pays that while the user is still typing, then blocks until the worker
     hands it a request (or closes the pipe: exit). A request that comes while it is
-    still warming up goes to a fresh fork instead (or, when it writes hot pages, a
-    few tens of ms later to it), so warming never delays an export by much.
+    still warming up goes to a fresh fork instead (or, when it writes hot pages, to
+    it, once warm within ``forking.POPULATE_WAIT_S``), so warming never delays an
+    export by much.
 
     With ``hot`` (the pages an export writes, ``hotpages``) it writes those pages in
     one go, a fraction of the time of a tiny export; without, it runs the tiny export,

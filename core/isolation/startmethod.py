@@ -12,6 +12,8 @@ The setting is ``"auto" | "fork" | "spawn"``; ``auto`` is fork on Linux and spaw
 elsewhere. Precedence: the CLI flag or editor setting, then
 ``$EXPORTLENS_START_METHOD``, then ``[tool.exportlens] start_method``, then auto.
 Torch-free: the pool resolves it and passes the answer to its workers.
+
+Why fork, measured: docs/decisions/0001-fork-from-a-warm-zygote.md.
 """
 
 from __future__ import annotations

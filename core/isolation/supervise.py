@@ -44,7 +44,8 @@ from exportlens.core.model.results import Diagnostic, FileResult, TargetDecl, Ta
 
 MEMORY_POLL_S = 0.025
 # The most the worker waits, once it sent a job's result on, for the lessons the job
-# writes after it (``jobprocess._lessons``: ~10-20 ms); lessons lost only cost speed.
+# writes after it (``jobprocess._lessons``; docs/decisions/0007-result-before-lessons.md);
+# lessons lost only cost speed.
 LESSONS_S = 1.0
 
 

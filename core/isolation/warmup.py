@@ -26,8 +26,8 @@ def warm_up() -> str:
     _stop_tqdm_monitor()
     # Imported once here, shared by every fork. The job imports the extraction and
     # the program encoder only after a successful export; imported there, each job
-    # paid for them and for the torch internals they pull in (~60 ms of a small
-    # model's save: 294 -> 232 ms in the job on a loaded 2-core machine).
+    # paid for them and for the torch internals they pull in
+    # (docs/decisions/0001-fork-from-a-warm-zygote.md).
     import exportlens.core.export.extract  # noqa: F401
     import exportlens.core.export.job  # noqa: F401
     import exportlens.core.export.mutations  # noqa: F401 - the eager run of a failed export

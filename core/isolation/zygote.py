@@ -5,7 +5,7 @@ tiny export so lazy imports and caches are hot, and then forks one disposable ch
 per request. The child runs ``exportlens.core.export.job.run_job`` (the user's model code);
 a crash, hang, ``sys.exit``, print storm or memory blow-up ends only that child.
 Forking a warm zygote is what makes a job start in a fraction of a fresh
-interpreter's time (``bench/bench_startmethod.py`` measures it). That is the ``fork``
+interpreter's time (docs/decisions/0001-fork-from-a-warm-zygote.md). That is the ``fork``
 start method; with ``spawn`` (``startmethod``: macOS, Windows, or chosen) the job
 processes are fresh interpreters instead (``spawning``), and so are the jobs of a
 file whose fork torch refused CUDA (``spawning.fork_refused``); the rest is the same.
@@ -348,10 +348,10 @@ class Zygote:
         try:
             # The next save's process is forked beside this job, so that a save right
             # after this result finds it warm instead of waiting for a fork and its hot
-            # pages (~35 ms); once the job begins exporting, not as it starts: the fork
-            # and the standby's warming took the CPU from the job's own start -- running
-            # the file, building the model -- while the server, the editor and this
-            # zygote are busy with the save too (~10 ms of a BERT save back to back).
+            # pages; once the job begins exporting, not as it starts: the fork and the
+            # standby's warming took the CPU from the job's own start -- running the
+            # file, building the model -- while the server, the editor and this zygote
+            # are busy with the save too (docs/decisions/0002-standby-job.md).
             supervise(self, job, request, attempt, tail, exporting=lambda: starter.spawn_standby(busy=job))
             mark(f"zygote: request {request.id} job result read")
             later = attempt.result is not None and self.only_the_job_left(job)
@@ -360,8 +360,8 @@ class Zygote:
                 # The job has said what the result needs (it flushes its output before
                 # its result) and started no process: the result goes out now; its
                 # lessons are read after, then it is killed and let go of -- and reaped
-                # later: reaping waits for the kernel to free its memory, 10-20 ms of
-                # every save for nothing the result needs.
+                # later: reaping waits for the kernel to free its memory, which nothing
+                # the result needs waits for (docs/decisions/0007-result-before-lessons.md).
                 drain(job.output_r, tail.add)
                 self.ending = Ending(request, job, tail, attempt, starter)
             else:
@@ -433,9 +433,8 @@ def main() -> None:
     if not become_subreaper():
         print("exportlens worker: cannot become a child subreaper; processes a model starts may outlive it", file=sys.stderr)
     # Importing torch and the first export make about a million objects, and every
-    # collection of the oldest generation meanwhile walks all of them: with the
-    # collector off until the heap is frozen, the worker is ready ~0.5-0.9 s sooner
-    # (2.8-3.3 s -> 2.3 s on a loaded 2-core machine).
+    # collection of the oldest generation meanwhile walks all of them: the collector
+    # is off until the heap is frozen (docs/decisions/0001-fork-from-a-warm-zygote.md).
     gc.disable()
     one_blas_thread()  # before numpy's OpenBLAS loads with torch
     import torch
@@ -447,8 +446,8 @@ def main() -> None:
     mark("zygote: warmed up")
     # Everything alive now is shared with every job process; keep the collector from
     # writing to those objects' headers in the jobs (copy-on-write of torch's heap).
-    # No collection first: it would walk the whole heap (~300 ms) to free ~12k
-    # objects of garbage, which stay frozen instead.
+    # No collection first: it would walk the whole heap to free little garbage,
+    # which stays frozen instead.
     gc.freeze()
     gc.enable()
     mark("zygote: heap frozen")

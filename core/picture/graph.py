@@ -35,6 +35,8 @@ from typing import Any
 
 from exportlens.core.model.results import Diagnostic, FileResult, TargetResult
 from exportlens.core.model.signature import TensorMeta, named_dims
+from exportlens.core.project import notebooks
+from exportlens.core.project.notebooks import NotebookModule
 from exportlens.core.serde import schema as S
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.reader import _Reader, decode_document
@@ -141,6 +143,7 @@ class _Files:
 
     def __init__(self, project: Iterable[str], root: str | None) -> None:
         self._real: dict[str, str] = {}
+        self._modules: dict[str, NotebookModule | None] = {}
         self.project = {self.real(f) for f in project}
         self.root = root
 
@@ -153,6 +156,21 @@ class _Files:
                 found = path
             self._real[path] = found
         return found
+
+    def line(self, real: str, line: int) -> str:
+        """``file:line``; a notebook's line as its cell's (``nb.ipynb:cell 3:2``), the
+        notebook read from the disk (a module line past it stays as it is)."""
+        if notebooks.is_notebook(real):
+            if real not in self._modules:
+                try:
+                    self._modules[real] = notebooks.read(real)
+                except (OSError, notebooks.NotebookError):
+                    self._modules[real] = None
+            module = self._modules[real]
+            found = module.place(line) if module is not None else None
+            if found is not None:
+                return f"{self.place(real)}:cell {found[0]}:{found[1]}"
+        return f"{self.place(real)}:{line}"
 
     def place(self, real: str) -> str:
         if self.root is not None:
@@ -303,7 +321,7 @@ def _build(
             attrs.append({"key": "mutates", "value": written[name]})
             categories.append("mutation")
         if source is not None:
-            attrs.append({"key": "source", "value": f"{files.place(source.file)}:{source.line}"})
+            attrs.append({"key": "source", "value": files.line(source.file, source.line)})
             sources[name] = source
         lines = {(real, f.line) for f in frames if (real := files.real(f.file)) in files.project}
         if source is not None:

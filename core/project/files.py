@@ -1,8 +1,8 @@
 """Which files are model files, and the project each belongs to. Torch-free.
 
 Cheap, because the server asks on every open and change, and ``check`` asks for
-every ``.py`` file under the folders it is given. A file is a model file when its
-text mentions a declaration form (``example_args``, ``exportlens.target``/``@target``)
+every ``.py`` file and notebook (``.ipynb``: its code cells, ``notebooks.py``) under
+the folders it is given. A file is a model file when its text mentions a declaration form (``example_args``, ``exportlens.target``/``@target``)
 or pyproject's ``[tool.exportlens] targets`` names it. Files named explicitly to
 ``survey`` are always checked, so their syntax errors are reported, and so is a
 file in a folder that cannot be read (the check then says it cannot read it, rather
@@ -13,17 +13,16 @@ than skipping it silently). Only regular files are ever opened: a FIFO named
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass, field, replace
 
 from exportlens.core.model.results import Diagnostic, FileResult
+from exportlens.core.project import notebooks
+from exportlens.core.project.declarations import DECLARES, DECLARES_TEXT
+from exportlens.core.project.notebooks import NotebookError
 from exportlens.core.project.settings import find_pyproject, settings_for, target_problems
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".tox"}
-# A declaration form in a file's text; bytes for files on disk, str for editor buffers.
-_DECLARES_TEXT = re.compile(r"\bexample_args\b|exportlens\.target|@target\b|from exportlens import")
-_DECLARES = re.compile(_DECLARES_TEXT.pattern.encode())
 
 
 @dataclass
@@ -74,7 +73,7 @@ def survey(paths: list[str]) -> Survey:
             pyprojects.update(dict.fromkeys(filter(None, [find_pyproject(os.path.join(p, "_"))])))
             out.files.extend(_model_files(p, pyprojects))
         else:
-            out.refused.append((p, f"not a regular file or a folder (a {_kind(mode)}); exportlens checks Python files"))
+            out.refused.append((p, f"not a regular file or a folder (a {_kind(mode)}); exportlens checks Python files and notebooks"))
     out.files = sorted(dict.fromkeys(out.files))
     out.declarations = [r for r in map(_declaration_result, pyprojects) if r is not None]
     return out
@@ -87,7 +86,7 @@ def _model_files(folder: str, pyprojects: dict[str, None]) -> list[str]:
         if "pyproject.toml" in names and os.path.isfile(os.path.join(directory, "pyproject.toml")):  # never a FIFO
             pyprojects.setdefault(os.path.abspath(os.path.join(directory, "pyproject.toml")))
         for name in sorted(names):
-            if name.endswith(".py"):
+            if name.endswith((".py", notebooks.SUFFIX)):
                 full = os.path.abspath(os.path.join(directory, name))
                 if _declares(full):
                     found.append(full)
@@ -129,8 +128,14 @@ def _declaration_result(pyproject: str) -> FileResult | None:
 def declares_targets(path: str, text: str | bytes) -> bool:
     """The file declares a target: in its text (on disk or an editor's buffer), or in
     pyproject's ``[tool.exportlens] targets``."""
-    found = _DECLARES.search(text) if isinstance(text, bytes) else _DECLARES_TEXT.search(text)
-    if found:
+    if notebooks.is_notebook(path) and isinstance(text, bytes):
+        # A notebook on disk: its code cells, not its JSON (a markdown cell's words).
+        try:
+            if notebooks.read(path, text).spans:
+                return True
+        except NotebookError:
+            return True  # checked, so the check says it is no notebook
+    elif DECLARES.search(text) if isinstance(text, bytes) else DECLARES_TEXT.search(text):
         return True
     real = os.path.realpath(path)
     return any(os.path.realpath(e.rpartition(":")[0]) == real for e in settings_for(path).targets)

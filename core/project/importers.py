@@ -25,13 +25,13 @@ def _name(path: str) -> bytes:
 
 
 def _python_files(root: str) -> dict[str, bytes]:
-    """Every regular ``.py`` file under ``root`` (skipping what ``check`` skips), by real path."""
+    """Every regular ``.py`` file and notebook under ``root`` (skipping what ``check`` skips), by real path."""
     out: dict[str, bytes] = {}
     for directory, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
         for name in names:
             full = os.path.join(directory, name)
-            if name.endswith(".py") and os.path.isfile(full):  # never a FIFO
+            if name.endswith((".py", ".ipynb")) and os.path.isfile(full):  # never a FIFO; a notebook imports too
                 try:
                     with open(full, "rb") as f:
                         out[os.path.realpath(full)] = f.read(MAX_READ)

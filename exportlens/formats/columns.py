@@ -4,19 +4,24 @@ Results count columns in UTF-8 bytes of the line, as Python's ``ast`` does; SARI
 (``columnKind: unicodeCodePoints``) and GitHub annotations count characters. On an
 ASCII line the two agree; elsewhere the file's line tells how many characters the
 bytes before the column hold. A file that cannot be read (deleted since) keeps the
-byte column.
+byte column. A notebook's lines are its module's (``exportlens.cells``).
 """
 
 from __future__ import annotations
+
+from exportlens.cells import Cells
 
 
 class Columns:
     """Reads each file once and converts its columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, cells: Cells | None = None) -> None:
         self._lines: dict[str, list[bytes] | None] = {}
+        self.cells = cells or Cells()
 
     def _file(self, path: str) -> list[bytes] | None:
+        if path not in self._lines and self.cells.module(path) is not None:
+            self._lines[path] = [line.encode("utf-8") for line in self.cells.lines(path) or []]
         if path not in self._lines:
             try:
                 with open(path, "rb") as f:

@@ -27,7 +27,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 
 from exportlens.core.project.files import declares_targets
-from exportlens.server.features import untrusted
+from exportlens.server.features import notebooks, untrusted
 
 # A runtime import (not TYPE_CHECKING): pygls reads command handlers' type hints.
 from exportlens.server.host import Host
@@ -122,6 +122,7 @@ def register(server: Host) -> None:
     @server.command(REEXPORT)
     async def reexport(ls: Host, *args: Any) -> dict[str, Any]:
         uri, _ = _arguments(args)
+        uri = notebooks.in_module(ls, uri)[0] if uri is not None else None
         if uri is None or uri not in ls.documents:
             raise JsonRpcInvalidParams(f"{REEXPORT}: expected the URI of an open document, got {uri!r}")
         ls.fresh.add(uri)
@@ -134,7 +135,7 @@ def register(server: Host) -> None:
         uri, target = _arguments(args)
         if uri is None:
             raise JsonRpcInvalidParams(f"{SHOW_GRAPH}: expected a document URI")
-        return graph_text(ls, uri, target)
+        return graph_text(ls, notebooks.in_module(ls, uri)[0], target)
 
     @server.command(CLEAR_CACHE)
     async def clear_cache(ls: Host, *args: Any) -> int:
@@ -158,4 +159,4 @@ def register(server: Host) -> None:
         uri, _ = _arguments(args)
         if uri is None:
             raise JsonRpcInvalidParams(f"{STATUS}: expected a document URI")
-        return status(ls, uri)
+        return status(ls, notebooks.in_module(ls, uri)[0])

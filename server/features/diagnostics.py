@@ -35,6 +35,7 @@ from pygls import uris
 from exportlens.core.model.results import Diagnostic, Related, docs_anchor
 from exportlens.core.model.views import at_declaration
 from exportlens.core.trace import mark
+from exportlens.server import notebooks
 from exportlens.server.positions import byte_column_to_units, split_lines, units
 from exportlens.server.state import Published
 
@@ -160,8 +161,12 @@ def publish(server: Host, state: DocumentState) -> None:
     items = [p.lsp for p in published]
     server.publish_serial += 1
     state.result_id = f"{state.uri}@{state.result_version}:{server.publish_serial}"
+    view = server.notebooks.get(state.uri)
     if server.client.pull_diagnostics:
         server.workspace_diagnostic_refresh(None)
+    elif view is not None:  # a notebook's are published on its cells
+        for cell, in_cell in notebooks.diagnostics_by_cell(view, items).items():
+            server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=in_cell))
     else:
         server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=state.uri, diagnostics=items, version=state.result_version))
     mark(f"server: diagnostics of version {state.result_version} published")
@@ -175,6 +180,9 @@ def clear(server: Host, uri: str) -> None:
 
 async def pull(server: Host, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
     uri = params.text_document.uri
+    notebook = server.workspace.get_notebook_document(cell_uri=uri) if not uri.startswith("file:") else None
+    if notebook is not None:
+        return await _pull_cell(server, notebook.uri, uri)
     state = server.documents.get(uri)
     if state is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
@@ -187,6 +195,19 @@ async def pull(server: Host, params: types.DocumentDiagnosticParams) -> types.Do
     if state.result_id is not None and params.previous_result_id == state.result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=state.result_id)
     return types.RelatedFullDocumentDiagnosticReport(items=[p.lsp for p in state.published], result_id=state.result_id)
+
+
+async def _pull_cell(server: Host, notebook_uri: str, cell_uri: str) -> types.DocumentDiagnosticReport:
+    """A notebook cell's: its notebook's, once the export scheduled settles, in the cell.
+    Always in full: the cells' places move with edits that leave the module as it was."""
+    try:
+        await asyncio.wait_for(server.scheduler.settled(notebook_uri), PULL_WAIT_S)
+    except asyncio.TimeoutError:
+        pass
+    state, view = server.documents.get(notebook_uri), server.notebooks.get(notebook_uri)
+    if state is None or view is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    return types.RelatedFullDocumentDiagnosticReport(items=notebooks.diagnostics_by_cell(view, [p.lsp for p in state.published]).get(cell_uri, []))
 
 
 def register(server: Host) -> None:

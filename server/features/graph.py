@@ -55,6 +55,7 @@ from exportlens.core.serde.located import Program, UserFrames, at_lines, program
 from exportlens.core.serde.reader import NodeModel
 
 # A runtime import: pygls reads command handlers' type hints.
+from exportlens.server.features import notebooks
 from exportlens.server.host import Host
 from exportlens.server.positions import UTF16, split_lines, units
 
@@ -342,7 +343,10 @@ def register(server: Host) -> None:
             if found is None:
                 log.debug("%s: ignored params %r", CURSOR, params)
                 return
-            uri, line = found
+            uri, at = notebooks.in_module(ls, *found)
+            if at is None:
+                return  # a notebook cell that does not run: no node is there
+            line = at
             state = ls.documents.get(uri)
             if state is not None and state.result_lines:
                 current = split_lines(ls.workspace.get_text_document(uri).source)
@@ -355,6 +359,8 @@ def register(server: Host) -> None:
     @server.command(GRAPH)
     async def graph(ls: Host, *args: Any) -> dict[str, Any]:
         uri, target, line = _arguments(args)
+        if line is not None or not uri.startswith("file:"):
+            uri, line = notebooks.in_module(ls, uri, line)
         state = ls.documents.get(uri)
         if state is None or state.result is None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")

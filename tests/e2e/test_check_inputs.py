@@ -61,7 +61,7 @@ def test_a_fifo_named_like_a_model_never_hangs_check(tmp_path: Path) -> None:
     assert "model.py:1:" in in_folder.stdout and "pipe.py" not in in_folder.stdout + in_folder.stderr
     by_name = _cli("check", "--no-cache", str(fifo), timeout=120)
     assert by_name.returncode == 2
-    assert by_name.stderr.strip() == f"exportlens: {fifo}: not a regular file or a folder (a FIFO); exportlens checks Python files"
+    assert by_name.stderr.strip() == f"exportlens: {fifo}: not a regular file or a folder (a FIFO); exportlens checks Python files and notebooks"
 
 
 @pytest.fixture

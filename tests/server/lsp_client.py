@@ -115,7 +115,14 @@ def make_client(asked: list[str] | None = None) -> RecordingClient:
 
 
 def capabilities(profile: str) -> types.ClientCapabilities:
-    """A pytest-lsp client profile; ``vscode-pull`` is VS Code as it is today (pull + refresh)."""
+    """A pytest-lsp client profile; ``vscode-pull`` is VS Code as it is today (pull +
+    refresh); ``+notebooks`` after a profile adds notebook document sync, as VS Code's
+    client has it."""
+    if profile.endswith("+notebooks"):
+        caps = capabilities(profile.removesuffix("+notebooks"))
+        sync = types.NotebookDocumentSyncClientCapabilities(dynamic_registration=True, execution_summary_support=True)
+        caps.notebook_document = types.NotebookDocumentClientCapabilities(synchronization=sync)
+        return caps
     if profile == "vscode-pull":
         caps = client_capabilities("visual-studio-code")
         assert caps.text_document is not None and caps.workspace is not None

@@ -88,7 +88,7 @@ def test_a_fifo_named_like_a_model_is_skipped_in_a_folder_and_refused_by_name(tm
     assert (files, refused) == ([str(tmp_path / "model.py")], [])
     files, refused = _survey_in_child(tmp_path / "pipe.py")
     assert files == []
-    assert refused == [[str(tmp_path / "pipe.py"), "not a regular file or a folder (a FIFO); exportlens checks Python files"]]
+    assert refused == [[str(tmp_path / "pipe.py"), "not a regular file or a folder (a FIFO); exportlens checks Python files and notebooks"]]
 
 
 def test_a_file_it_cannot_read_in_a_folder_is_checked_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
