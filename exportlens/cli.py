@@ -375,7 +375,7 @@ def _no_models(paths: list[str]) -> str:
     whose models declare nothing (yet) learns what to write, instead of a clean bill."""
     where = ", ".join(display_path(os.path.abspath(p)) or "." for p in paths)
     return (
-        f"no model file found in {where}: a .py file is checked when it declares a target "
+        f"no model file found in {where}: a .py file or notebook is checked when it declares a target "
         "(module globals `model` and `example_args`, `@exportlens.target`) or when "
         '`[tool.exportlens] targets = ["path/file.py:function"]` in pyproject.toml names it '
         "(see docs/contract.md, Declaring targets)"
