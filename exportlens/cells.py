@@ -41,11 +41,6 @@ class Cells:
         found = module.place(line) if module is not None else None
         return found if found is not None else (None, line)
 
-    def where(self, path: str, line: int) -> tuple[str, int]:
-        """``path`` with its cell (``nb.ipynb:cell 3``) and the line in that cell."""
-        cell, at = self.place(path, line)
-        return (f"{path}:cell {cell}", at) if cell is not None else (path, line)
-
     def diagnostic(self, path: str, d: Diagnostic) -> tuple[int | None, Diagnostic]:
         """The cell of ``d`` (in the file ``path``) and ``d`` with its lines counted in
         that cell; a span that runs into the next cell ends at its own cell's end."""

@@ -87,9 +87,6 @@ class NotebookModule:
                 return span.first + line - 1 if 1 <= line <= span.lines else None
         return None
 
-    def runs(self, cell: int) -> bool:
-        return any(s.cell == cell for s in self.spans)
-
     def describe(self) -> str:
         """What runs, for the log: ``runs cells 2, 4, 5 of 8; not 7-8, after the last
         target's cell (5); not 3, marked '# exportlens: skip'``."""
