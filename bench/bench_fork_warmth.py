@@ -9,7 +9,7 @@ time of ``export`` + ``run_decompositions`` of a freshly built model
     warm-up export run, heap frozen) that wrote the warm-up's hot pages first, as
     the standby does -- with nothing carried over from earlier jobs;
 (2) the same, after that process answered the fake-tensor questions an earlier
-    fork of it asked (``core/isolation/fakecache.py``) -- what a save after the
+    fork of it asked (``core/isolation/speedups/fakecache.py``) -- what a save after the
     first one of a model gets;
 (3) in a fork of a process that itself exported the model before forking: every
     per-process cache warm, the floor of any fork-per-job design;
@@ -86,7 +86,7 @@ def main() -> None:
     torch.set_num_threads(1)
     import transformers  # noqa: F401 - preloaded, as the worker does
 
-    from exportlens.core.isolation import fakecache, hotpages
+    from exportlens.core.isolation.speedups import fakecache, hotpages
     from exportlens.core.isolation.warmup import prewarm
 
     prewarm()

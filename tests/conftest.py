@@ -35,6 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     as on macOS and Windows) the feature does not exist, and the test says so as its skip reason."""
     from exportlens.core.isolation import capabilities
 
+    _skip_switched_off_speedups(items)
     if capabilities.PROC_ROOT is not None and capabilities.PRCTL:
         return
     for item in items:
@@ -42,6 +43,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if marker is not None:
             what = marker.args[0] if marker.args else "a feature read from /proc"
             item.add_marker(pytest.mark.skip(reason=f"{what}: none without /proc and prctl (as on macOS and Windows; EXPORTLENS_SUPERVISION=portable)"))
+
+
+def _skip_switched_off_speedups(items: list[pytest.Item]) -> None:
+    """A test marked ``needs_speedup(name)`` checks what that speed-up of the worker
+    does (``core/isolation/speedups``): where the environment switches it off
+    (``EXPORTLENS_SPEEDUPS=off``, the CI row that runs the core alone, or its own
+    variable) there is nothing to check, and the test says so as its skip reason."""
+    from exportlens.core.isolation.speedups import switches
+
+    states = dict(switches.states())
+    for item in items:
+        marker = item.get_closest_marker("needs_speedup")
+        if marker is None:
+            continue
+        for name in marker.args:
+            if not states[name].on and "$EXPORTLENS_" in states[name].why:
+                item.add_marker(pytest.mark.skip(reason=f"checks the {name} speed-up, switched {states[name].why}"))
+                break
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -51,7 +51,7 @@ def decode_file(kind: int, data: bytes) -> Any:
 
 
 # The workers' preload record lives in the cache folder too, one per environment
-# (``exportlens.core.isolation.preload_record``); ``cache clear`` forgets it with the rest.
+# (``exportlens.core.isolation.speedups.preload_record``); ``cache clear`` forgets it with the rest.
 PRELOAD_RECORD = re.compile(r"^preload-[0-9a-f]{16}\.msgpack$")
 
 

@@ -8,7 +8,7 @@ project), and not exportlens's own. Everything else a job imports is the project
 compiled fresh from source in every job (``loader``), never imported into the worker.
 
 A job reports the library modules it imported (``new_library_modules``: what the
-worker may preload, ``exportlens.core.isolation.preload``), what its own code imported
+worker may preload, ``exportlens.core.isolation.speedups.preload``), what its own code imported
 (``watching``, ``note_classes``: ``NAMED``) and, for the whole process, what each
 import statement of a library named (``record_imports``: ``EDGES``), from which
 ``library_units`` finds the library files its result depends on, for its cache key.

@@ -17,11 +17,9 @@ import os
 import signal
 import sys
 import traceback
-from array import array
-from dataclasses import dataclass
 from typing import Callable, NoReturn
 
-from exportlens.core.isolation import capabilities, fakecache, hotpages
+from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.capabilities import proc_text
 from exportlens.core.isolation.messages import (
     FakeCache,
@@ -33,8 +31,9 @@ from exportlens.core.isolation.messages import (
     Taught,
     write_frame,
 )
-from exportlens.core.isolation.preload import user_blas_threads
 from exportlens.core.isolation.reaper import kill_descendants
+from exportlens.core.isolation.speedups import fakecache, hotpages
+from exportlens.core.isolation.speedups.preload import user_blas_threads
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.trace import mark
 
@@ -47,25 +46,13 @@ MAX_IMPORTED = 5000  # library modules one job reports to its worker
 BAD_FORK_STAND_IN = "EXPORTLENS_STAND_IN_CUDA_BAD_FORK"
 
 
-@dataclass
-class Learning:
-    """What a standby read of its pages before it took its request, for its job to
-    tell the zygote which ones it copied (``hotpages``)."""
-
-    mappings: hotpages.Runs
-    before: list[array]
-    fd: int  # the memfd the zygote reads the runs from
-    faults: int  # ru_minflt then
-    resident: int  # anonymous resident pages then (``hotpages.anon_resident_pages``)
-
-
 def child_main(
     request: ExportRequest,
     events_fd: int,
     output_fd: int,
     dump_fd: int,
     num_threads: int,
-    learning: Learning | None = None,
+    learning: hotpages.Learning | None = None,
     forked: bool = True,
 ) -> None:
     """The disposable job process, forked or spawned (``spawning``). Never returns."""
@@ -152,16 +139,16 @@ def _dump_before_timeout(emit: Callable[[FromJob], None], dump_fd: int, timeout_
     return emit_and_arm
 
 
-def _lessons(request: ExportRequest, before: set[str], learning: Learning | None, write: Callable[[FromJob], None]) -> None:
+def _lessons(request: ExportRequest, before: set[str], learning: hotpages.Learning | None, write: Callable[[FromJob], None]) -> None:
     """What only speeds the worker's later jobs, sent after the result, in this
-    order: the pages it copied (to the zygote's memfd, ``_teach``), the library modules
+    order: the pages it copied (to the zygote's memfd, ``hotpages.teach``), the library modules
     it imported (``Imported``), the fake-tensor calls it made (``FakeCache``, when
     there are any), then ``Taught``. The worker sends the result on at once (unless
     the job left a process behind) and reads these while the editor shows it
     (``Zygote.finish_ending``), so they are off the save's path
     (docs/decisions/0007-result-before-lessons.md)."""
     if learning is not None:
-        _teach(learning)
+        hotpages.teach(learning)
     try:
         write(_imported(before, request))
         asked = fakecache.questions()
@@ -172,32 +159,6 @@ def _lessons(request: ExportRequest, before: set[str], learning: Learning | None
     except OSError:  # the worker stopped waiting for them (``LESSONS_S``): they only cost speed
         return
     mark("job: lessons written")
-
-
-def _teach(learning: Learning) -> None:
-    """Write the runs of pages this job copied to the zygote's memfd, when it copied
-    enough for that to be worth reading its pagemap again (``hotpages.LEARN_FAULTS``).
-    A copy is a fault that left the anonymous resident size as it was; a fault on
-    fresh memory (the model's tensors, a new arena) adds an anonymous page, and
-    populating could not spare it. (Faults on file mappings count as copies here: an
-    over-count only costs the read, which then finds what was really copied.) What
-    the read costs: docs/decisions/0003-hot-pages.md."""
-    import resource  # there is a lesson only where there is ``resource`` (``Forker.start_standby``)
-
-    try:
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
-        copies = faults - max(0, hotpages.anon_resident_pages() - learning.resident)
-        if copies <= hotpages.LEARN_FAULTS:
-            mark(f"job: ~{copies} copy-on-write faults of {faults}: nothing to teach")
-        else:
-            after = hotpages.snapshot(learning.mappings)
-            if after is not None:
-                runs = hotpages.written(learning.mappings, learning.before, after)
-                os.pwrite(learning.fd, hotpages.to_bytes(runs), 0)
-                mark(f"job: {sum(size for _, size in runs) // hotpages.PAGE} pages it copied noted (~{copies} copy-on-write faults of {faults})")
-        os.close(learning.fd)
-    except Exception:  # noqa: BLE001 - a lesson lost only costs speed
-        pass
 
 
 def _imported(before: set[str], request: ExportRequest) -> Imported:

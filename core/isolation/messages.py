@@ -188,7 +188,7 @@ class Imported:
 @dataclass(frozen=True)
 class FakeCache:
     """The fake-tensor operator calls a job made that added cache entries: questions
-    its worker asks again itself, in its own state (``exportlens.core.isolation.fakecache``:
+    its worker asks again itself, in its own state (``exportlens.core.isolation.speedups.fakecache``:
     plain msgpack data, never objects)."""
 
     TAG: ClassVar[str] = "fakecache"

@@ -9,7 +9,7 @@ already turn a crash, hang or memory blow-up of the *model* into a diagnostic; t
 pool handles the worker itself failing: it dies, sends garbage, or goes silent for
 far longer than the limits allow. Then the worker is replaced and the request it
 held becomes a ``worker-crash`` result. A worker may also die or hang importing a
-library while idle (``Preloading`` named it, ``exportlens.core.isolation.preload``),
+library while idle (``Preloading`` named it, ``exportlens.core.isolation.speedups.preload``),
 or retire (``Retiring``: a library it holds changed on disk, or made it unfit to
 fork): the request it was handed meanwhile, whose job never started, goes to the
 replacement instead, and nothing is lost. The pool records such a library as refused
@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import IO, Callable, Iterable, Iterator, Literal
 
-from exportlens.core.isolation import preload_record, startmethod
+from exportlens.core.isolation import startmethod
 from exportlens.core.isolation.jobclock import WALL_FACTOR, WARM_UP_S
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -51,6 +51,7 @@ from exportlens.core.isolation.messages import (
     TargetProgress,
     WorkerReady,
 )
+from exportlens.core.isolation.speedups import preload_record
 from exportlens.core.isolation.waiting import Waiter, make_waiter
 from exportlens.core.isolation.worker import CLOSE_GRACE_S, WorkerError, WorkerProcess, WorkerState, crash_result
 from exportlens.core.model.request import ExportRequest, Limits

@@ -39,10 +39,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from exportlens.core.isolation import capabilities, framestack
+from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.forking import Job, Standby, dump_file
 from exportlens.core.isolation.messages import Export, Message, StandbyWarm, read_frame, write_frame
 from exportlens.core.isolation.procs import adopt, exit_code, kill_group, signal_group
+from exportlens.core.isolation.speedups import framestack
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.trace import mark
@@ -175,7 +176,7 @@ class Spawner:
             "--preload", self._preload_file(),
         ]  # fmt: skip
         env = dict(os.environ)
-        from exportlens.core.isolation.preload import PINNED_BLAS
+        from exportlens.core.isolation.speedups.preload import PINNED_BLAS
 
         if PINNED_BLAS:  # the worker's own choice, not the user's: a fresh job needs none
             env.pop("OPENBLAS_NUM_THREADS", None)
@@ -272,7 +273,7 @@ def main(argv: list[str]) -> None:
     try:
         version = warm_up()
         _preload(args.get("preload"), started_ns)
-        from exportlens.core.isolation import fakecache
+        from exportlens.core.isolation.speedups import fakecache
 
         fakecache.install()  # the rules this job's are compared with (``fakecache.guard``)
     except BaseException as e:  # noqa: BLE001 - a failed warm-up only costs speed; the job says what breaks

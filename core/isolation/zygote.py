@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from exportlens.core.isolation import capabilities, fakecache, framestack
-from exportlens.core.isolation.attempts import read_model, run_request
+from exportlens.core.isolation import capabilities
+from exportlens.core.isolation.attempts import run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -54,10 +54,11 @@ from exportlens.core.isolation.messages import (
     write_frame,
 )
 from exportlens.core.isolation.pipes import Tail, drain
-from exportlens.core.isolation.preload import IDLE_S, Preloader, one_blas_thread
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
+from exportlens.core.isolation.speedups import fakecache, framestack, plugins, switches
+from exportlens.core.isolation.speedups.preload import Preloader, one_blas_thread
 from exportlens.core.isolation.starters import JobStarter
 from exportlens.core.isolation.supervise import Attempt, read_lessons, supervise
 from exportlens.core.isolation.waiting import make_waiter
@@ -107,7 +108,8 @@ class Zygote:
         for fd, key in ((fin, "in"), (wake_r, "wake")):
             if fd >= 0:
                 self.inputs.add(fd, key)
-        self.forker = Forker(num_threads, private_fds=(fin, fout, wake_r, wake_w))
+        # Forked jobs: one per request, or the standby where that speed-up is on.
+        self.forker = plugins.fork_starter(Forker(num_threads))
         # The spawn start method (``startmethod``): every job when ``method`` is
         # "spawn", else the jobs of the files a fork cannot serve (``unforkable``).
         self.method = method
@@ -116,9 +118,11 @@ class Zygote:
         # The job whose result is being sent: its lessons are read, then it is killed
         # and let go of (``finish_ending``).
         self.ending: Ending | None = None
+        # What the worker holds, watched for changes on disk (``stale``), and the
+        # libraries to preload where that speed-up is on.
         self.preloader = Preloader(record, self.send)
+        self.speedups = plugins.plug_ins(self.preloader)  # called at each moment of ``hooks.SpeedUp``
         self.idle_since = time.monotonic()  # when the last request ended
-        self.answers = fakecache.Answers()  # fake-tensor calls jobs made, asked again here once the result is out
 
     @property
     def stop_requested(self) -> bool:
@@ -200,7 +204,7 @@ class Zygote:
                 self.forker.reap_dead()
                 continue
             self.finish_ending()
-            if self.preload_for_batch():
+            if self.before(self.queue[0]):
                 continue
             request = self.queue.popleft()
             self.batch.discard(request.id)
@@ -220,82 +224,58 @@ class Zygote:
             else:
                 self.send(Finished(request.id, result))
                 mark(f"zygote: request {request.id} result sent")
-            self.finish_ending()  # its lessons, and the fake-tensor answers they ask for
-            self.keep_fake_cache()  # those of a job that left processes behind (learned already)
+            self.finish_ending()  # its lessons, and what the speed-ups make of them
+            self.after_result()  # those of a job that left processes behind (learned already)
             self.idle_since = time.monotonic()
 
-    def keep_fake_cache(self) -> None:
-        """Ask the fake-tensor calls the request's jobs made again, here (``fakecache``),
-        until done, or a request waits once ``ANSWER_BEFORE_NEXT_S`` is spent (the rest
-        waits for the next idle moment): a later job finds torch's answers in the cache
-        it inherits. New objects are frozen with the rest."""
-        if not self.answers.wanted:
-            return
-        # Before the next request, up to a budget: a save that comes right after a
-        # result (the editor's next keystroke, ``check``'s next file) finds them.
-        until = time.monotonic() + fakecache.ANSWER_BEFORE_NEXT_S
-        added = self.answers.answer(lambda: time.monotonic() > until and self.input_waiting())
-        if added >= fakecache.WORTH_A_NEW_STANDBY:
-            self.forker.drop_standby()  # forked before: it lacks them
-        if added:
-            fakecache.settle()
-            gc.freeze()
-            mark(f"zygote: {added} fake-tensor cache entries kept")
+    def after_result(self) -> None:
+        """A request's result is out and its jobs taught what they know: the speed-ups' turn."""
+        for speedup in self.speedups:
+            speedup.after_result(self)
 
-    def preload_for_batch(self) -> bool:
-        """Before the next request of a batch (``Export.more``): import the libraries
-        earlier jobs imported that the worker holds nothing of yet, as ``idle_work``
-        would, since a batch leaves the worker no idle moment and each of its jobs
-        would import them again. More modules of a library it holds wait for an idle
-        moment (``Preloader.step``'s ``new_only``). The libraries the next file's own
-        top-level imports name count too (``Preloader.predict``): else the first job
-        of each worker imports them, and the worker again after it. Whether the worker
-        retires for it (the request, not started, goes to the next worker)."""
-        if self.queue[0].id not in self.batch:
-            return False
-        request = self.queue[0]
-        text = request.source if request.source is not None else read_model(request.path)
-        self.preloader.predict(text, tuple(dict.fromkeys(f for f in (os.path.dirname(request.path), request.root) if f)))
-        if not self.preloader.new_libraries:
-            return False
-        mark(f"zygote: preloading before request {self.queue[0].id}, of a batch")
-        self.forker.drop_standby()  # it would lack what is imported now
-        why = self.preloader.step(lambda: self.exiting, new_only=True)
-        if why is not None:
-            self.retire(why)
-            return True
+    def before(self, request: ExportRequest) -> bool:
+        """Before the next request starts: the speed-ups' turn. Whether the worker
+        retires for one (the request, not started, goes to the next worker)."""
+        batch = request.id in self.batch
+        for speedup in self.speedups:
+            why = speedup.before(self, request, batch)
+            if why is not None:
+                self.retire(why)
+                return True
         return False
 
     def idle_work(self) -> bool:
         """While no request waits: retire when a library held changed on disk, else
-        import what jobs imported (``preload``) once idle for ``IDLE_S``. Whether it
-        did something (the loop then looks at its input again)."""
+        the speed-ups' idle work. Whether something was done (the loop then looks at
+        its input again)."""
         why = self.preloader.stale()
+        if why is None:
+            idle_s = time.monotonic() - self.idle_since
+            for speedup in self.speedups:
+                did, why = speedup.idle(self, idle_s)
+                if did:
+                    break
+            else:
+                return False
         if why is not None:
             self.retire(why)
-            return True
-        if self.answers.wanted and not self.input_waiting():
-            self.keep_fake_cache()
-            return True
-        if not self.preloader.wanted or time.monotonic() - self.idle_since < IDLE_S or self.input_waiting():
-            return False
-        self.forker.drop_standby()  # it would lack what is imported now, and copy-on-write slows the imports
-        self.spawner.drop_standby()  # it imported the modules held before
-        why = self.preloader.step(self.input_waiting)
-        if why is not None:
-            self.retire(why)
-        else:
-            self.wait_for_input(0)  # a request that interrupted the imports
         return True
 
     def idle_timeout(self) -> float | None:
         """How long an idle worker may wait for input before it has something to do."""
+        idle_s = time.monotonic() - self.idle_since
         waits = [self.preloader.next_check_s()]
         if self.forker.dying:
             waits.append(REAP_POLL_S)
-        if self.preloader.wanted:
-            waits.append(max(0.0, IDLE_S - (time.monotonic() - self.idle_since)))
+        waits += [s for s in (speedup.idle_timeout(idle_s) for speedup in self.speedups) if s is not None]
         return min(waits)
+
+    def drop_standbys(self, forks_only: bool = False) -> None:
+        """Kill the job processes started ahead: they lack what the worker is about to
+        hold (a spawned one too, unless ``forks_only``: it holds what it imported itself)."""
+        self.forker.drop_standby()
+        if not forks_only:
+            self.spawner.drop_standby()
 
     def input_waiting(self) -> bool:
         """Whether the pool wrote something not read yet (or the worker is to exit)."""
@@ -377,10 +357,8 @@ class Zygote:
     def learn(self, job: Job, attempt: Attempt, starter: JobStarter) -> None:
         """What a job taught, for later jobs: the libraries to preload, the fake-tensor
         calls to ask again here, the pages to copy into the standbys."""
-        if attempt.imported is not None:
-            self.preloader.learn(attempt.imported)
-        if attempt.fake_cache and starter is self.forker:  # a spawned job's forks are none of ours
-            self.answers.learn(attempt.fake_cache)
+        for speedup in self.speedups:
+            speedup.learn(attempt, forked=starter is not self.spawner)
         self.forker.learn_from(job.pid)  # written before it closed its event pipe, if at all
 
     def preloaded_modules(self) -> list[str]:
@@ -411,7 +389,7 @@ class Zygote:
         read_lessons(self, job, ending.request, ending.attempt)
         signal_group(job.pid)
         self.learn(job, ending.attempt, ending.starter)
-        self.keep_fake_cache()  # the answers they ask for: "let go" marks the end of all the result led to
+        self.after_result()  # what the speed-ups make of it: "let go" marks the end of all the result led to
         close_job(job, ending.tail)
         self.forker.dying.add(job.pid)
         self.forker.reap_dead()
@@ -465,6 +443,8 @@ def main() -> None:
     print(f"exportlens worker: start method {method}", file=sys.stderr)
     for line in capabilities.describe():
         print(f"exportlens worker: supervision {line}", file=sys.stderr)
+    for name, state in switches.states():
+        print(f"exportlens worker: speed-up {name} {state.why}", file=sys.stderr)
     if wake_w >= 0:
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, zygote.terminate)

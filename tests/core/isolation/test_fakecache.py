@@ -1,5 +1,5 @@
 """The fake-tensor dispatch cache of later jobs, filled by the worker itself
-(``core/isolation/fakecache.py``): a fork that asked another fork's questions again
+(``core/isolation/speedups/fakecache.py``): a fork that asked another fork's questions again
 exports the same program computing few entries itself; a job that changed the
 fake-tensor rules computes everything itself, as a fresh torch would; bytes that are
 not questions build and run nothing; and through a real worker, the first save of a
@@ -17,8 +17,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from exportlens.core import trace
-from exportlens.core.isolation import fakecache
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.speedups import fakecache
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest, Limits

@@ -1,5 +1,5 @@
 """Calls whose frames never cross an edge of the interpreter's frame stack
-(``core/isolation/framestack.py``): on the CPythons that free a chunk as soon as its
+(``core/isolation/speedups/framestack.py``): on the CPythons that free a chunk as soon as its
 base frame returns (gh-142183), a call tree going up and down across a chunk's edge
 maps and unmaps the chunk at each crossing, one page fault each; under
 ``framestack.call`` it does not at any depth, and every job, forked or spawned,
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from exportlens import about
-from exportlens.core.isolation import framestack
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.speedups import framestack
 from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.models import add_model, request_for
 

@@ -1,5 +1,5 @@
 """The pages an export writes, recorded once and written in one go by later standbys
-(``core/isolation/hotpages.py``): the recording finds exactly the pages a fork copied,
+(``core/isolation/speedups/hotpages.py``): the recording finds exactly the pages a fork copied,
 populating makes a fork's own copies before it writes, a garbled list is refused,
 and through a real worker the next standby warms by hot pages and runs the request."""
 
@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from exportlens.core import trace
-from exportlens.core.isolation import fakecache, hotpages, jobprocess
-from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.speedups import fakecache, hotpages
 from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.forks import in_child
 from tests.core.isolation.models import add_model, request_for
@@ -210,8 +209,8 @@ def test_the_next_standby_is_forked_beside_the_job_unless_the_job_taught_the_wor
 @HOT_PAGES_READ_FROM_PROC
 def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> None:
     """A tiny export does not write what a real model's does: a job taught by its
-    standby's pagemap tells the zygote the pages it copied (``jobprocess._teach``),
-    which adds them to the list later standbys populate (``Forker._read_hot``). One
+    standby's pagemap tells the zygote the pages it copied (``hotpages.teach``),
+    which adds them to the list later standbys populate (``hotpages.Learned.read``). One
     that copied little tells nothing (it would cost the job ~7 ms for nothing)."""
     raw, start = _buffer()
     offset = start - _address(raw)
@@ -222,7 +221,7 @@ def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> 
         before = hotpages.snapshot(mappings)
         assert before is not None
         fd = os.memfd_create("lesson")
-        learning = jobprocess.Learning(mappings, before, os.dup(fd), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
+        learning = hotpages.Learning(mappings, before, os.dup(fd), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, hotpages.anon_resident_pages())
         for page in pages:
             raw[offset + page * hotpages.PAGE] = 2
         if read_file:  # mapped until after the lesson, as a library's code stays
@@ -233,7 +232,7 @@ def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> 
                 f.flush()
                 mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
                 sum(mapped[i] for i in range(0, len(mapped), hotpages.PAGE))
-        jobprocess._teach(learning)
+        hotpages.teach(learning)
         return os.pread(fd, 1 << 20, 0)
 
     # A fork of the test process copies pages of its own too: thresholds either side.
@@ -245,13 +244,14 @@ def test_a_job_that_copied_many_pages_tells_which_and_the_worker_adds_them() -> 
     lesson = in_child(lambda: job(list(range(10, 30)), 0))
     assert _page_runs(lesson, start) == [(start + 10 * hotpages.PAGE, 20 * hotpages.PAGE)]
 
-    forks = Forker()
+    learned = hotpages.Learned()
     known = [(start + 28 * hotpages.PAGE, 8 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]
-    forks.hot, forks.lessons = list(known), [lesson]
-    forks._read_hot()
-    ours = [(a, n) for a, n in forks.hot if start <= a < start + PAGES * hotpages.PAGE]
+    learned.hot, learned.lessons = list(known), [lesson]
+    hot = learned.read()
+    assert hot is not None
+    ours = [(a, n) for a, n in hot if start <= a < start + PAGES * hotpages.PAGE]
     assert ours == [(start + 10 * hotpages.PAGE, 26 * hotpages.PAGE), (start + 40 * hotpages.PAGE, 4 * hotpages.PAGE)]  # 10-29 and 28-35 joined
-    assert forks.lessons == []
+    assert learned.lessons == []
 
 
 def _page_runs(lesson: bytes, start: int) -> hotpages.Runs:
@@ -270,7 +270,7 @@ def test_merged_runs_stay_within_the_page_budget(monkeypatch: pytest.MonkeyPatch
 def test_a_file_whose_job_had_little_to_tell_is_not_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Telling the pages it copied costs a job a read of its pagemap (~7 ms). Once a
     job of a file told of few pages (its pages are known now), the next job of that
-    file is not asked (``Forker._worth_a_lesson``); another file's job is."""
+    file is not asked (``hotpages.Learned.ask``); another file's job is."""
     log = tmp_path / "trace"
     monkeypatch.setenv("EXPORTLENS_TRACE", str(log))  # the workers inherit it
     first, second = tmp_path / "first.py", tmp_path / "second.py"

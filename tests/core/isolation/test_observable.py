@@ -1,5 +1,5 @@
 """What one piece of code could change that other code sees
-(``core/isolation/observable.py``): the rule the worker applies after each preloaded
+(``core/isolation/speedups/observable.py``): the rule the worker applies after each preloaded
 import, and a job before it reuses the fake-tensor cache. Each case runs in a fork,
 which it may change at will."""
 
@@ -11,7 +11,7 @@ from typing import Callable
 import pytest
 import torch
 
-from exportlens.core.isolation import observable
+from exportlens.core.isolation.speedups import observable
 from tests.core.isolation.forks import in_child
 
 

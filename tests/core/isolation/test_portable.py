@@ -138,7 +138,8 @@ def test_read_within_waits_for_the_first_bytes_or_gives_up(monkeypatch: pytest.M
 
 PROBE = """
 import json, os, subprocess, sys, time
-from exportlens.core.isolation import capabilities, preload, procs, reaper, jobclock, hotpages
+from exportlens.core.isolation import capabilities, procs, reaper, jobclock
+from exportlens.core.isolation.speedups import preload, hotpages
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
 out = {
     "root": capabilities.PROC_ROOT, "select": capabilities.SELECT_PIPES, "prctl": capabilities.PRCTL,

@@ -20,8 +20,8 @@ from typing import Callable, Iterator
 import pytest
 
 from exportlens.core.isolation import pool as pool_module
-from exportlens.core.isolation import preload_record
 from exportlens.core.isolation.pool import WorkerPool
+from exportlens.core.isolation.speedups import preload_record
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult

@@ -12,9 +12,9 @@ import msgpack
 import pytest
 
 from exportlens.core.disk.states import library_state
-from exportlens.core.isolation import preload_record
-from exportlens.core.isolation.preload import Preloader
-from exportlens.core.isolation.preload_record import Library, Record, Refusal
+from exportlens.core.isolation.speedups import preload_record
+from exportlens.core.isolation.speedups.preload import Preloader
+from exportlens.core.isolation.speedups.preload_record import Library, Record, Refusal
 
 
 @pytest.fixture

@@ -37,15 +37,22 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import gc
 import logging
-import os
-from typing import Any, Callable, Iterator
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import msgpack
 
-from exportlens.core.isolation import observable
+from exportlens.core.isolation.hooks import SpeedUp, Worker
+from exportlens.core.isolation.speedups import observable, switches
+from exportlens.core.trace import mark
 
-ENABLED = os.environ.get("EXPORTLENS_FAKE_CACHE", "1") != "0"
+if TYPE_CHECKING:
+    from exportlens.core.isolation.supervise import Attempt
+
+STATE = switches.decide("EXPORTLENS_FAKE_CACHE", gains="the fake-tensor calls jobs made are answered in the worker, for later jobs to inherit")
+ENABLED = STATE.on
 MAX_ENTRIES = 20_000
 MAX_QUESTIONS = 20_000  # of one job; and waiting in the zygote
 MAX_BYTES = 64 << 20  # of one job's questions
@@ -93,13 +100,14 @@ _own_rules = False  # this job changed the rules: it computes everything itself
 def install() -> None:
     """In the zygote, once torch is imported: the hook through which a job notes its
     questions (inert until ``record``), and the rules jobs are compared with."""
-    global _original, ENABLED
+    global _original, ENABLED, STATE
     from exportlens.core import torchcompat
     from exportlens.core.torchcompat import FakeTensorMode
 
     off = torchcompat.lacks("fake-answers")
     if off is not None:  # a torch without the hook or the cache: every job computes its own
         ENABLED = False
+        STATE = switches.State(False, f"off: {off}")
         logging.getLogger(__name__).warning("exportlens: %s; each job computes its own fake-tensor answers", off)
         return
     if _original is None:
@@ -501,3 +509,41 @@ def _default_dtype(dtype: Any) -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(before)
+
+
+class AnswerSpeedUp(SpeedUp):
+    """Fake-tensor answers as the zygote's plug-in: the calls jobs made are asked again
+    in the worker once their result is out, for later jobs to inherit (``Answers``)."""
+
+    name = "fake-tensor answers"
+
+    def __init__(self) -> None:
+        self.answers = Answers()
+
+    def idle(self, worker: Worker, idle_s: float) -> tuple[bool, str | None]:
+        if not self.answers.wanted or worker.input_waiting():
+            return False, None
+        self.after_result(worker)
+        return True, None
+
+    def learn(self, attempt: Attempt, forked: bool) -> None:
+        if attempt.fake_cache and forked:  # a spawned job's fake tensors are none of ours
+            self.answers.learn(attempt.fake_cache)
+
+    def after_result(self, worker: Worker) -> None:
+        """Ask the calls again, here, until done, or a request waits once
+        ``ANSWER_BEFORE_NEXT_S`` is spent (the rest waits for the next idle moment): a
+        later job finds torch's answers in the cache it inherits. New objects are
+        frozen with the rest."""
+        if not self.answers.wanted:
+            return
+        # Before the next request, up to a budget: a save that comes right after a
+        # result (the editor's next keystroke, ``check``'s next file) finds them.
+        until = time.monotonic() + ANSWER_BEFORE_NEXT_S
+        added = self.answers.answer(lambda: time.monotonic() > until and worker.input_waiting())
+        if added >= WORTH_A_NEW_STANDBY:
+            worker.drop_standbys(forks_only=True)  # forked before: they lack them (a spawned job never has them)
+        if added:
+            settle()
+            gc.freeze()
+            mark(f"zygote: {added} fake-tensor cache entries kept")

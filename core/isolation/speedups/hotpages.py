@@ -2,7 +2,7 @@
 
 A job process is a fork of the zygote and shares its memory until it writes to it;
 an export writes all over torch's heap (reference counts, caches), each page a fault
-and a copy. The standby (``forking``, ``standby``) pays that ahead of its request.
+and a copy. The standby (``standby``) pays that ahead of its request.
 Writing the pages with one ``madvise(MADV_POPULATE_WRITE)`` per run of pages (Linux
 5.14) makes the kernel copy them without a fault each, in a fraction of the time of
 the tiny export a standby would otherwise warm with.
@@ -19,13 +19,17 @@ anonymous resident page), reads it again after it sent its result
 (``jobprocess._lessons``) and hands the pages it copied to the zygote, which adds
 them to the list (``merge``) for the standbys forked after. A file whose job had
 little to tell (its pages known, or its faults on fresh memory that no list can
-spare) is not asked again for its next saves (``forking.LESSON_PAUSE``). The list only
+spare) is not asked again for its next saves (``LESSON_PAUSE``). The list only
 grows, up to ``MAX_PAGES``. Pages only: populating never changes what a process
 computes, so a stale or partial list costs speed, never correctness. Where the kernel
 cannot (no pagemap, no ``MADV_POPULATE_WRITE``), nothing is recorded and standbys warm
 up by exporting as before.
 
-Measured, and when to switch it off (``EXPORTLENS_HOT_PAGES=0``): docs/decisions/0003-hot-pages.md.
+``Learned`` holds what the zygote knows of them. Off with ``EXPORTLENS_HOT_PAGES=0``
+(``switches``), and where the standby is off or there is no memfd to hand the pages
+over (Linux has one): standbys then always warm up with a tiny export.
+
+Measured, and when to switch it off: docs/decisions/0003-hot-pages.md.
 """
 
 from __future__ import annotations
@@ -34,9 +38,13 @@ import bisect
 import ctypes
 import os
 from array import array
+from dataclasses import dataclass
 from typing import Any
 
+from exportlens.core.isolation import capabilities
 from exportlens.core.isolation.capabilities import proc_open, proc_text
+from exportlens.core.isolation.speedups import switches
+from exportlens.core.trace import mark
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MADV_POPULATE_WRITE = 23
@@ -46,7 +54,20 @@ MAX_PAGES = 1 << 16  # 256 MB of 4 kB pages: more is not what an export writes
 LEARN_FAULTS = 2000  # a job that copied more pages on write tells the zygote which ones
 MAX_MAPPING = 1 << 32  # a larger mapping is a reservation, not a heap to read page by page
 
+LESSON_PAUSE = 16  # saves of a file whose job had little to tell before it is asked again
+
 Runs = list[tuple[int, int]]  # (address, bytes)
+
+
+def _lacking() -> str | None:
+    if switches.switched_off("EXPORTLENS_STANDBY") is not None:
+        return "they warm the standby, which is off"
+    if not hasattr(os, "memfd_create"):
+        return "no memfd to hand the pages over (Linux's)"
+    return None
+
+
+STATE = switches.decide("EXPORTLENS_HOT_PAGES", _lacking(), gains="standbys warm by writing the pages an export writes, not by a tiny export")
 
 
 def anon_resident_pages() -> int:
@@ -202,3 +223,129 @@ def populate(runs: Runs) -> bool:
             return False
         # Other errors (the range unmapped since): that run is skipped.
     return True
+
+
+@dataclass
+class Learning:
+    """What a standby read of its pages before it took its request, for its job to
+    tell the zygote which ones it copied (``hotpages``)."""
+
+    mappings: Runs
+    before: list[array]
+    fd: int  # the memfd the zygote reads the runs from
+    faults: int  # ru_minflt then
+    resident: int  # anonymous resident pages then (``anon_resident_pages``)
+
+
+def teach(learning: Learning) -> None:
+    """Write the runs of pages this job copied to the zygote's memfd, when it copied
+    enough for that to be worth reading its pagemap again (``LEARN_FAULTS``).
+    A copy is a fault that left the anonymous resident size as it was; a fault on
+    fresh memory (the model's tensors, a new arena) adds an anonymous page, and
+    populating could not spare it. (Faults on file mappings count as copies here: an
+    over-count only costs the read, which then finds what was really copied.) What
+    the read costs: docs/decisions/0003-hot-pages.md."""
+    import resource  # there is a lesson only where there is ``resource`` (``Learned.learn_fd``)
+
+    try:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - learning.faults
+        copies = faults - max(0, anon_resident_pages() - learning.resident)
+        if copies <= LEARN_FAULTS:
+            mark(f"job: ~{copies} copy-on-write faults of {faults}: nothing to teach")
+        else:
+            after = snapshot(learning.mappings)
+            if after is not None:
+                runs = written(learning.mappings, learning.before, after)
+                os.pwrite(learning.fd, to_bytes(runs), 0)
+                mark(f"job: {sum(size for _, size in runs) // PAGE} pages it copied noted (~{copies} copy-on-write faults of {faults})")
+        os.close(learning.fd)
+    except Exception:  # noqa: BLE001 - a lesson lost only costs speed
+        pass
+
+
+class Learned:
+    """What the zygote knows of the pages an export writes: recorded by its first
+    standby into ``record_fd``, read back once (``hot``: None until then, [] when
+    unknown), and grown by the lessons of jobs since (``learn_from``)."""
+
+    def __init__(self) -> None:
+        self.hot: Runs | None = None
+        self.record_fd = -1
+        # Process -> the memfd its job tells the pages it copied in, and lessons read
+        # back, added to ``hot`` when the next standby is forked.
+        self.learning: dict[int, int] = {}
+        self.lessons: list[bytes] = []
+        # Which file each learning job runs, and how many pages the last job of a
+        # file told of: a file whose job had little to tell is not asked again for
+        # ``LESSON_PAUSE`` saves, as the read would cost its job time for nothing.
+        self.teaching: dict[int, str] = {}
+        self.taught: dict[str, int] = {}  # path -> pages its last job told of, or saves not asked since (negative)
+
+    def record_fd_for_standby(self) -> int:
+        """The memfd the next standby records its pages into, while none are known."""
+        if self.hot is None and self.record_fd < 0:
+            self.record_fd = os.memfd_create("exportlens-hot-pages")
+        return self.record_fd if self.hot is None else -1
+
+    def learn_fd(self) -> int:
+        """A memfd for a standby's job to tell the pages it copied in, where faults are counted."""
+        return os.memfd_create("exportlens-copied-pages") if capabilities.RESOURCE else -1
+
+    def forked(self, pid: int, learn_fd: int) -> None:
+        if learn_fd >= 0:
+            self.learning[pid] = learn_fd
+
+    def ask(self, pid: int, path: str) -> bool:
+        """Whether the job of ``pid``, now given ``path``, should tell the pages it copied."""
+        learn = pid in self.learning and self._worth_a_lesson(path)
+        if learn:
+            self.teaching[pid] = path
+        return learn
+
+    def _worth_a_lesson(self, path: str) -> bool:
+        """Yes unless the file's last job told of fewer than ``LEARN_FAULTS`` (its pages
+        are known, or what it faults on is fresh memory no list can spare); such a file
+        is asked again after ``LESSON_PAUSE`` saves, in case its model grew."""
+        last = self.taught.get(path)
+        if last is None or last >= LEARN_FAULTS:
+            return True
+        self.taught[path] = -LESSON_PAUSE if last >= 0 else last + 1
+        return self.taught[path] == 0
+
+    def learn_from(self, pid: int) -> None:
+        """A job process is over: keep what it told of the pages it copied, if anything."""
+        fd = self.learning.pop(pid, None)
+        path = self.teaching.pop(pid, None)
+        if fd is None:
+            return
+        try:
+            data = os.pread(fd, MAX_PAGES * 16, 0)
+            if data:
+                self.lessons.append(data)
+            if path is not None:
+                self.taught[path] = pages_in(data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def read(self) -> Runs | None:
+        """The pages to warm the next standby with: those a standby recorded, once it
+        has, and those jobs told of since."""
+        if self.hot and self.lessons:
+            mappings = writable_mappings()
+            for data in self.lessons:
+                self.hot = merge(self.hot, from_bytes(data, mappings))
+            self.lessons.clear()
+            mark(f"zygote: {sum(size for _, size in self.hot) // PAGE} hot pages in {len(self.hot)} runs, with what jobs copied")
+        if self.hot is not None or self.record_fd < 0:
+            return self.hot
+        size = os.fstat(self.record_fd).st_size
+        if not size:
+            return None
+        data = os.pread(self.record_fd, min(size, MAX_PAGES * 16), 0)
+        self.hot = from_bytes(data, writable_mappings())
+        os.close(self.record_fd)
+        self.record_fd = -1
+        mark(f"zygote: {sum(size for _, size in self.hot) // PAGE} hot pages in {len(self.hot)} runs")
+        return self.hot

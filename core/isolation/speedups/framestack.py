@@ -28,21 +28,19 @@ import functools
 import sys
 from collections.abc import Callable
 from types import FunctionType
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 from exportlens.core.isolation import capabilities
+from exportlens.core.isolation.speedups import switches
+from exportlens.core.isolation.speedups.switches import State
 
 T = TypeVar("T")
 
+SWITCH = "EXPORTLENS_FRAME_STACK"
 ROOM = 1 << 17  # stack slots (8 bytes each): a 2 MB chunk with ~1 MB left below this frame
 FIXED = {(3, 13): (3, 13, 13), (3, 14): (3, 14, 4)}  # the first release of a minor with gh-142183's chunk cache
 PROBE_DEPTH = 400  # frames of ~100 bytes: more than two 16 kB chunks
 PROBE_REPS = 6  # crossings per depth: a thrashing interpreter faults on every one
-
-
-class State(NamedTuple):
-    on: bool
-    why: str
 
 
 def thrashes_by_version(version: tuple[int, ...]) -> bool:
@@ -63,10 +61,10 @@ def decide(version: tuple[int, ...], measured: bool | None) -> State:
         return State(False, f"off: Python {shown} allocates each frame on its own")
     if measured is not None:
         if measured:
-            return State(True, f"on: Python {shown} maps and unmaps a frame-stack chunk at each crossing of its edge (measured), so the workers' frames get one of their own")
+            return State(True, f"on: Python {shown} maps and unmaps a frame-stack chunk at each crossing of its edge (measured), so the workers' frames get one of their own ($EXPORTLENS_FRAME_STACK=0 turns it off)")
         return State(False, f"off: Python {shown} keeps a freed frame-stack chunk for the next crossing (measured)")
     if thrashes_by_version(version):
-        return State(True, f"on: Python {shown} maps and unmaps a frame-stack chunk at each crossing of its edge (gh-142183, by its version), so the workers' frames get one of their own")
+        return State(True, f"on: Python {shown} maps and unmaps a frame-stack chunk at each crossing of its edge (gh-142183, by its version), so the workers' frames get one of their own ($EXPORTLENS_FRAME_STACK=0 turns it off)")
     return State(False, f"off: Python {shown} keeps a freed frame-stack chunk for the next crossing (gh-142183, by its version)")
 
 
@@ -97,6 +95,9 @@ def probe() -> bool | None:
 @functools.cache
 def state() -> State:
     """Whether ``call`` gives its function a chunk of its own here, decided once per process."""
+    off = switches.switched_off(SWITCH)
+    if off is not None:
+        return State(False, off)
     if sys.implementation.name != "cpython":
         return State(False, f"off: {sys.implementation.name} has no CPython frame stack")
     return decide(sys.version_info[:3], probe())

@@ -68,20 +68,26 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import psutil
 
 from exportlens.core.disk.states import library_state
 from exportlens.core.export import libraries, library_units
-from exportlens.core.isolation import fakecache, observable, preload_record
 from exportlens.core.isolation.capabilities import proc_listdir, proc_text
+from exportlens.core.isolation.hooks import SpeedUp, Worker
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
+from exportlens.core.isolation.speedups import fakecache, observable, preload_record, switches
 from exportlens.core.trace import mark
+
+if TYPE_CHECKING:
+    from exportlens.core.isolation.supervise import Attempt
+    from exportlens.core.model.request import ExportRequest
 
 log = logging.getLogger("exportlens.preload")
 
-ENABLED = os.environ.get("EXPORTLENS_PRELOAD", "1") != "0"
+STATE = switches.decide("EXPORTLENS_PRELOAD", gains="the libraries jobs import are imported in the worker while it is idle")
+ENABLED = STATE.on
 IDLE_S = 0.1  # idle this long after a request before importing: a save right after a result is not kept waiting
 STALE_CHECK_S = float(os.environ.get("EXPORTLENS_STALE_CHECK_S", "5"))
 MAX_PENDING = 20000
@@ -483,6 +489,49 @@ class Preloader:
     def next_check_s(self) -> float:
         """Seconds until the next look at the files held."""
         return max(0.0, STALE_CHECK_S - (time.monotonic() - self.checked))
+
+
+class PreloadSpeedUp(SpeedUp):
+    """Preloading as the zygote's plug-in: it imports what jobs imported while idle,
+    and before a batch's next file the libraries it will import (``Preloader``)."""
+
+    name = "preloading"
+
+    def __init__(self, preloader: Preloader) -> None:
+        self.preloader = preloader
+
+    def idle(self, worker: Worker, idle_s: float) -> tuple[bool, str | None]:
+        if not self.preloader.wanted or idle_s < IDLE_S or worker.input_waiting():
+            return False, None
+        worker.drop_standbys()  # they would lack what is imported now, and copy-on-write slows the imports
+        return True, self.preloader.step(worker.input_waiting)
+
+    def idle_timeout(self, idle_s: float) -> float | None:
+        return max(0.0, IDLE_S - idle_s) if self.preloader.wanted else None
+
+    def before(self, worker: Worker, request: ExportRequest, batch: bool) -> str | None:
+        """Before the next request of a batch (``Export.more``): import the libraries
+        earlier jobs imported that the worker holds nothing of yet, as ``idle`` would,
+        since a batch leaves the worker no idle moment and each of its jobs would import
+        them again. More modules of a library it holds wait for an idle moment
+        (``Preloader.step``'s ``new_only``). The libraries the next file's own top-level
+        imports name count too (``Preloader.predict``): else the first job of each
+        worker imports them, and the worker again after it."""
+        if not batch:
+            return None
+        from exportlens.core.isolation.attempts import read_model  # imports the job process, which imports this
+
+        text = request.source if request.source is not None else read_model(request.path)
+        self.preloader.predict(text, tuple(dict.fromkeys(f for f in (os.path.dirname(request.path), request.root) if f)))
+        if not self.preloader.new_libraries:
+            return None
+        mark(f"zygote: preloading before request {request.id}, of a batch")
+        worker.drop_standbys(forks_only=True)  # they would lack what is imported now
+        return self.preloader.step(lambda: worker.exiting, new_only=True)
+
+    def learn(self, attempt: Attempt, forked: bool) -> None:
+        if attempt.imported is not None:
+            self.preloader.learn(attempt.imported)
 
 
 def _changes_seen(seen: observable.ObservedState, library: str) -> str | None:

@@ -1,0 +1,23 @@
+"""The speed-ups that are on, as the zygote plugs them in: its fork starter and its ``SpeedUp``s."""
+
+from __future__ import annotations
+
+from exportlens.core.isolation.forking import Forker
+from exportlens.core.isolation.hooks import SpeedUp
+from exportlens.core.isolation.speedups import fakecache, preload, standby
+
+
+def fork_starter(forker: Forker) -> Forker | standby.ForkStandby:
+    """The fork start method's job starter: with a standby where that is on."""
+    return standby.ForkStandby(forker) if standby.STATE.on else forker
+
+
+def plug_ins(preloader: preload.Preloader) -> list[SpeedUp]:
+    """The zygote's plug-ins that are on, in the order it calls them (after
+    ``fakecache.install``, which turns fake-tensor answers off on a torch that lacks them)."""
+    found: list[SpeedUp] = []
+    if fakecache.ENABLED:
+        found.append(fakecache.AnswerSpeedUp())
+    if preload.ENABLED:
+        found.append(preload.PreloadSpeedUp(preloader))
+    return found
