@@ -27,7 +27,8 @@ Each entry says what runs there, why it is separate, and what may block it.
   (``runner.lookup``), the states of the project's unsaved modules (``overlays``),
   and the token comparison before a waiting store (``stores.ready_for``). Separate
   from ``io``: a save right after a result must never wait behind that result's
-  hover index or re-check. Blocked by: a slow disk, a shared cache's read (bounded).
+  hover index or re-check (docs/decisions/0013). Blocked by: a slow disk, a shared
+  cache's read (bounded).
 - ``exportlens-io`` (``IO``, one thread): hover indexes and hints (``indexes``), a
   result's re-check against the disk (``exports``), open modules' views, a
   ``pyproject.toml``'s problems, graph pictures, the look for a model file at
