@@ -7,7 +7,7 @@ It lives in one place because two copies drifted: the server once ignored
 ``[tool.exportlens] cache_dir`` while the CLI honoured it. The CLI calls ``run``,
 which starts a worker pool only when something missed. The server keeps its own
 asyncio bridge to the pool (``exportlens.server.workers``) and calls ``request`` on
-its event loop and ``lookup``/``store`` from its io thread.
+its event loop and ``lookup``/``store`` from threads of its own (lookups, stores).
 
 After a lookup or an export, ``compare`` checks the result against the project's
 signature snapshot (``exportlens.core.contract``): ``run`` does it for the CLI, the

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 from lsprotocol import types
@@ -40,6 +39,7 @@ from exportlens.server.protocol import ExportLensProtocol
 from exportlens.server.scheduler import Scheduler
 from exportlens.server.state import DocumentState
 from exportlens.server.stores import DeferredStores
+from exportlens.server.threads import ServerThreads
 from exportlens.server.trust_gate import TrustGate
 from exportlens.server.workers import BridgeState, ExportBridge
 
@@ -70,18 +70,16 @@ class ExportLensServer(LanguageServer):
         self.client = ClientProfile()  # read from the capabilities at initialize
         self.publish_serial = 0
         self.config_ready = asyncio.Event()
-        # One thread for cache reads/writes and hover index builds: off the event loop.
-        self.io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-io")
-        # Storing results (the folder, and with cacheWrite the shared store, whose
-        # uploads may take many seconds) on a thread of its own: lookups, overlays and
-        # hover indexes on ``io`` never wait behind an upload.
-        self.stores = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-store")
-        # A new result goes there a moment later, off the save's path (``stores``).
-        self.deferred_stores = DeferredStores(self.stores)
-        # A save's cache lookup on a thread of its own: a save right after a result
-        # never queues behind that result's hover index, re-check or overlays on ``io``.
-        self.lookups = ThreadPoolExecutor(max_workers=1, thread_name_prefix="exportlens-lookup")
+        # Every thread and executor of the server: what runs where, and why (``threads``).
+        self.threads = ServerThreads()
+        # A new result goes to the stores' thread a moment later, off the save's path.
+        self.deferred_stores = DeferredStores(self.threads.stores)
         self.watcher: Watcher | None = None
+        # At the exit, in this order, before the executors stop: every store handed to
+        # the stores' thread (it finishes them), the workers and their thread, watching.
+        self.threads.at_shutdown("the waiting stores", self.deferred_stores.flush)
+        self.threads.at_shutdown("the workers", self.bridge.close_now)
+        self.threads.at_shutdown("watching files", self._stop_watching)
         self.trust = TrustGate(warn=self.log_once)  # no code of a folder runs until it is trusted
         self._pipeline: Pipeline | None = None
         # Kept across settings changes: one cache per folder, one shared cache per URL,
@@ -287,6 +285,10 @@ class ExportLensServer(LanguageServer):
         if self.watcher is None:
             self.watcher = Watcher(asyncio.get_running_loop(), self.files_changed, lambda m: self.show_once(m, types.MessageType.Warning))
 
+    def _stop_watching(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+
     async def stop(self) -> None:
         self.scheduler.cancel_all()
         self.deferred_stores.flush()  # the stores' thread finishes them before the process exits
@@ -346,10 +348,9 @@ def main(tcp: str | None = None, *, socket_path: str | None = None, token_file: 
             sys.stdout = sys.stderr  # a stray print must never corrupt the LSP stream
             framing.run_stdio(server, sys.stdin.buffer, stdout)  # pygls' start_io, surviving bad frames
     finally:
-        server.deferred_stores.flush()  # the client left without a shutdown: still stored
-        server.bridge.close_now()
-        if server.watcher is not None:
-            server.watcher.close()
+        # Also when the client left without a shutdown: the waiting stores are still
+        # written, the workers stopped (``threads``).
+        server.threads.shutdown()
         if endpoint is not None:
             endpoint.close()
     return 0

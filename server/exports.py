@@ -2,7 +2,8 @@
 
 Request, cache choice, lookup and store are ``exportlens.core.pipeline``'s, as for
 the CLI; this module adds what only an editor needs: the worker bridge, cancelling,
-progress, and lookups and stores off the event loop (on the server's io thread).
+progress, and lookups and stores off the event loop (on the server's lookups' and
+stores' threads: ``exportlens.server.threads``).
 
 The scheduler runs ``export_document`` as the document's task. Everything before
 ``publish`` may be cancelled by a newer change; cancelling while a worker runs the
@@ -126,7 +127,7 @@ async def _recheck(server: Host, uri: str, state: DocumentState, result: FileRes
     learnt of that file from this result, after the change, so no event will come.
     (Not a module it ran from unsaved text: ``overlaid``; nor one the watcher knew
     before: ``watched``, whose change raises its own event.)"""
-    changed = await asyncio.get_running_loop().run_in_executor(server.io, changed_since, result, state.path, overlaid, watched)
+    changed = await asyncio.get_running_loop().run_in_executor(server.threads.io, changed_since, result, state.path, overlaid, watched)
     if changed and state.result is result and server.documents.get(uri) is state:
         names = ", ".join(sorted(os.path.basename(p) for p in changed))
         server.log_message(f"exportlens: {os.path.basename(state.path)} depends on files that changed during its export ({names}); exporting it again", types.MessageType.Log)

@@ -28,12 +28,13 @@ import logging
 import os
 import queue
 import re
-import threading
 from typing import Any, BinaryIO, Callable, Iterator
 
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
+
+from exportlens.server import threads
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ class StdinMessages:
         self._read = _reader(stdin)
         self._decoder = LspFrameDecoder(lambda message: log.warning("LSP input: %s", message))
         self._asks: queue.SimpleQueue[concurrent.futures.Future[Any]] = queue.SimpleQueue()
-        threading.Thread(target=self._serve_asks, name="exportlens-stdin", daemon=True).start()
+        threads.start(threads.STDIN, self._serve_asks)
 
     async def next(self) -> Any:
         """The next message, or EOF once the client closed stdin."""

@@ -20,7 +20,7 @@ reads their type hints.
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from lsprotocol import types
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from exportlens.server.scheduler import Scheduler
     from exportlens.server.state import DocumentState
     from exportlens.server.stores import DeferredStores
+    from exportlens.server.threads import ServerThreads
     from exportlens.server.trust_gate import TrustGate
     from exportlens.server.workers import ExportBridge
 
@@ -55,10 +56,8 @@ class Host(Protocol):
     user_section: dict[str, Any]  # ... and of the client's pushed or pulled settings
     scheduler: Scheduler
     bridge: ExportBridge
-    io: ThreadPoolExecutor  # cache reads and index builds, off the event loop
-    stores: ThreadPoolExecutor  # storing results (and uploading them), off the event loop and ``io``
-    deferred_stores: DeferredStores  # a new result's store, handed to ``stores`` once off the save's path
-    lookups: ThreadPoolExecutor  # a save's cache lookup, never behind ``io``'s index builds
+    threads: ServerThreads  # the executors (``io``, ``lookups``, ``stores``, ``verify``): what runs where
+    deferred_stores: DeferredStores  # a new result's store, handed to ``threads.stores`` once off the save's path
     fresh: set[str]  # documents whose next export skips the cache
     progress_for: dict[int, JobProgress]  # request id -> its $/progress
     client: ClientProfile  # what the client takes, read once at initialize

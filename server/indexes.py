@@ -32,7 +32,7 @@ async def build_index(server: Host, state: DocumentState, text: str, result: Fil
         return cls.build(state.path, text, result, markup), HintIndex.build(state.path, text, result, markup)
 
     try:
-        index, hints = await asyncio.get_running_loop().run_in_executor(server.io, build)
+        index, hints = await asyncio.get_running_loop().run_in_executor(server.threads.io, build)
     except Exception as e:  # noqa: BLE001 - no hovers is better than a dead server
         server.log_once(f"building hovers failed ({type(e).__name__}: {e}); hovers are off for this result")
         log.exception("HoverIndex.build failed for %s", state.path)

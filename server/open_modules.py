@@ -72,7 +72,7 @@ async def result_of(server: Host, file: str, fresh: bool = False) -> tuple[FileR
 async def show_module(server: Host, state: DocumentState, generation: int) -> None:
     """Publish the view of the targets that exercise the module ``state``."""
     loop = asyncio.get_running_loop()
-    files = await loop.run_in_executor(server.io, model_files_importing, state.path)
+    files = await loop.run_in_executor(server.threads.io, model_files_importing, state.path)
     fresh = state.uri in server.fresh
     server.fresh.discard(state.uri)
     # The buffer, saved or not: the exports import the module from its unsaved text
@@ -82,7 +82,7 @@ async def show_module(server: Host, state: DocumentState, generation: int) -> No
     got = [await result_of(server, f, fresh) for f in files]
     results = [r for r, _ in got if r is not None]
     exported = any(e for _, e in got)
-    now = await loop.run_in_executor(server.io, overlays.state_of, server, state, text)
+    now = await loop.run_in_executor(server.threads.io, overlays.state_of, server, state, text)
     if _stale_open_results(server, state.path, now, files):
         return  # their exports run now, and make this view again (``refresh``) when done
     if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:

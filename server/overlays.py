@@ -53,7 +53,7 @@ async def for_export(server: Host, path: str) -> tuple[tuple[str, str], ...]:
         candidates.append((other, server.workspace.get_text_document(state.uri).source))
     if not candidates:
         return ()
-    return await asyncio.get_running_loop().run_in_executor(server.lookups, _unsaved, candidates)
+    return await asyncio.get_running_loop().run_in_executor(server.threads.lookups, _unsaved, candidates)
 
 
 def state_of(server: Host, state: DocumentState, text: str) -> str | None:

@@ -73,11 +73,11 @@ async def show(server: Host, state: DocumentState, generation: int) -> None:
     loop = asyncio.get_running_loop()
     document = server.workspace.get_text_document(state.uri)
     text, version = document.source, document.version
-    problems = await loop.run_in_executor(server.io, target_problems, state.path, text)
+    problems = await loop.run_in_executor(server.threads.io, target_problems, state.path, text)
     found = [Diagnostic("target-error", p.message, p.line, p.column) for p in problems]
-    saved = await loop.run_in_executor(server.io, _disk_text, state.path)
+    saved = await loop.run_in_executor(server.threads.io, _disk_text, state.path)
     if saved == text and not any(p.entry == "" for p in problems):
-        files = await loop.run_in_executor(server.io, _named_files, state.path)
+        files = await loop.run_in_executor(server.threads.io, _named_files, state.path)
         results = [r for r, _ in [await result_of(server, f) for f in files] if r is not None]
         found += _located_here(results, state.path)
     if not server.scheduler.is_latest(state.uri, generation) or server.documents.get(state.uri) is not state:

@@ -36,8 +36,8 @@ async def lookup(server: Host, pipeline: Pipeline, request: ExportRequest) -> tu
     (the shared one's reads are bounded, ``exportlens.core.cache.remote``) must not
     hold up the event loop, nor wait behind the previous result's hover index on
     ``io``. Whether the shared cache served it, too."""
-    await server.deferred_stores.ready_for(request, server.lookups)  # a result that would serve it, still waiting to be stored
-    return await asyncio.get_running_loop().run_in_executor(server.lookups, pipeline.find, request)
+    await server.deferred_stores.ready_for(request, server.threads.lookups)  # a result that would serve it, still waiting to be stored
+    return await asyncio.get_running_loop().run_in_executor(server.threads.lookups, pipeline.find, request)
 
 
 async def run_on_worker(server: Host, request: ExportRequest) -> FileResult | None:

@@ -5,7 +5,7 @@ offered before a worker has exported the fixed text and compared the program's
 outputs with the model's (``core/fixes/verified``). That runs here, as a task of its
 own started once the diagnostics are published, so a diagnostic never waits for its
 fixes: its jobs go to the same workers as exports, one verification request at a
-time, on a thread of its own (``verify`` waits for each). A newer version of the
+time, on a thread of its own (``verify`` waits for each; ``threads.VERIFY``). A newer version of the
 document, or its close, cancels the task and kills the job it waits for, so the
 document's next export never queues behind its verification (another file's export
 may wait for the one verification job running, about one export's time).
@@ -118,7 +118,7 @@ async def _verify(server: Host, state: DocumentState, shown: FileResult, pairs: 
         return out
 
     try:
-        offered = await loop.run_in_executor(None, all_of)
+        offered = await loop.run_in_executor(server.threads.verify, all_of)  # it waits on jobs: not on ``io``
     except asyncio.CancelledError:
         stopped.set()
         for call in list(waiting):

@@ -11,7 +11,7 @@ opening the file, the settings being pulled and the cache lookup.
 
 Why not always: a worker holds torch (~400 MB resident) and its import costs a
 core for seconds. Editors start a language server for every Python workspace, and
-most of them have no model. So the server looks first, in a thread, for one model
+most of them have no model. So the server looks first, on the io thread, for one model
 file as ``exportlens check`` defines them (``core.project.files.declares_targets``:
 a declaration form in the text, or a file pyproject's ``targets`` names), under the
 workspace folders, skipping what ``check`` skips. The look is bounded
@@ -83,7 +83,7 @@ async def warm_if_models(server: Host, folders: list[str]) -> None:
     """Start the workers when a workspace folder has a model file; log the decision
     either way (the ``Log`` level, shown in the editor's output with tracing on)."""
     mark("server: looking for a model file")
-    found = await asyncio.to_thread(first_model_file, folders)
+    found = await asyncio.get_running_loop().run_in_executor(server.threads.io, first_model_file, folders)
     mark("server: looked")
     try:
         await asyncio.wait_for(server.config_ready.wait(), CONFIG_WAIT_S)

@@ -28,6 +28,7 @@ from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.request import ExportRequest
 from exportlens.core.model.results import FileResult
 from exportlens.core.trace import mark
+from exportlens.server import threads
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class ExportBridge:
         self._stop.set()
         pool.wake()
         # Joining and killing workers takes up to a few seconds: not on the event loop.
-        await asyncio.to_thread(_shutdown, pool, thread)
+        await threads.on_thread(threads.POOL_CLOSE, _shutdown, pool, thread)
         self._set_state(BridgeState.EXITED)
 
     def close_now(self) -> None:
@@ -148,8 +149,7 @@ class ExportBridge:
         self.start_method = pool.start_method
         self._pool = pool
         self._set_state(BridgeState.STARTING)  # logged with the start method
-        self._thread = threading.Thread(target=self._serve, args=(pool, self._stop), name="exportlens-pool", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(threads.POOL, self._serve, pool, self._stop)
         return pool
 
     def _serve(self, pool: WorkerPool, stop: threading.Event) -> None:
@@ -192,7 +192,7 @@ class ExportBridge:
         close = pool.close
         if self._pool is pool:
             self._pool, self._thread = None, None
-            threading.Thread(target=close, daemon=True).start()
+            threads.start(threads.POOL_CLOSE, close)
         for future in self._futures.values():
             if not future.done():
                 future.set_exception(BridgeClosed(f"the worker pool failed: {error}"))

@@ -148,7 +148,7 @@ def register(server: Host) -> None:
         # waiting to go there first): a result still being stored (a re-export's, which
         # the client has seen) would land after the clearing and be served again.
         ls.deferred_stores.flush()
-        return int(await asyncio.get_running_loop().run_in_executor(ls.stores, ls.pipeline.clear, paths))
+        return int(await asyncio.get_running_loop().run_in_executor(ls.threads.stores, ls.pipeline.clear, paths))
 
     @server.command(TRUST)
     def trust(ls: Host, *args: Any) -> dict[str, Any]:

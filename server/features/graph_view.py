@@ -245,6 +245,7 @@ class _Pages:
     def url(self, ls: Host, loop: asyncio.AbstractEventLoop, page: Page, shown: _Shown) -> str:
         if self.server is None:
             self.server = PageServer(lambda number, model, node: self._open(ls, loop, number, model, node)).start()
+            ls.threads.at_shutdown("the graph pages", self.server.close)  # its threads: ``threads``
         url = self.server.add(page)
         live = set(self.server.numbers())
         self.shown = {n: s for n, s in self.shown.items() if n in live}
@@ -280,7 +281,7 @@ class _Pages:
         loop = asyncio.get_running_loop()
         for number in numbers:
             try:
-                found = await loop.run_in_executor(ls.io, _pictures, state.path, state.result, self.shown[number].target)
+                found = await loop.run_in_executor(ls.threads.io, _pictures, state.path, state.result, self.shown[number].target)
             except JsonRpcInvalidParams:
                 continue  # no graph now (a failed export): the page keeps the last one
             server.replace(number, Page(found, open=True))
@@ -366,7 +367,7 @@ def register(server: Host) -> None:
             raise JsonRpcInvalidParams(f"{uri} has no export result (is it open and does it declare or hold a target?)")
         if _wants_page(args):
             loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(ls.io, _pictures, state.path, state.result, target)
+            found = await loop.run_in_executor(ls.threads.io, _pictures, state.path, state.result, target)
             try:
                 web_app()
             except WebAppMissing as e:
@@ -381,4 +382,4 @@ def register(server: Host) -> None:
                 text = f"# line {line + 1} of {here} changed since the last export: save to export it again\n"
                 return {"title": f"{here}:{line + 1}: nodes", "text": text, "links": []}
         # Reading the programs takes a moment on a large model: off the event loop.
-        return await asyncio.get_running_loop().run_in_executor(ls.io, graph_view, state.path, state.result, target, line)
+        return await asyncio.get_running_loop().run_in_executor(ls.threads.io, graph_view, state.path, state.result, target, line)

@@ -43,7 +43,7 @@ def test_clearing_the_cache_waits_for_the_stores_before_it() -> None:
         release.wait(60)
         order.append("stored")
 
-    server.stores.submit(store)
+    server.threads.stores.submit(store)
     assert storing.wait(30)
     handler = server.protocol.fm.commands["exportlens.clearCache"]
 

@@ -30,7 +30,7 @@ def test_a_lookup_does_not_wait_behind_the_io_thread() -> None:
         busy.set()
         release.wait(60)
 
-    server.io.submit(index_build)
+    server.threads.io.submit(index_build)
     assert busy.wait(30)
     pipeline = Found()
 
