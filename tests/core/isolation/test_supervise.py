@@ -168,13 +168,14 @@ def test_what_a_job_started_counts_toward_its_memory_cap(
 # ---- on a loaded machine (issue 22: examples/faults/memory_hog.py was reported as
 # ``timeout`` when the test suite loaded the machine)
 
-SLOW_HOARD_MB = 768  # over the cap, in 16 MB steps: about a third of a second of CPU
+SLOW_HOARD_MB = 768  # over the cap, in 16 MB steps ...
+STEP_CPU_S = 0.025  # ... each after this much CPU time of its own: about 0.6 s to the cap
 
 
 @pytest.fixture
 def starved_hoarder() -> Iterator[tuple[Job, int]]:
-    """A child that, once told to, hoards SLOW_HOARD_MB while CPU hogs (four per core)
-    take most of the machine: its wall-clock time to the cap is several times its own
+    """A child that, once told to, hoards SLOW_HOARD_MB while CPU hogs (eight per core)
+    take most of the machine: its wall-clock time to the cap is many times its own
     running time. Yields the job and the child's resident MB before it hoards."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -182,7 +183,12 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
     def hoard_when_told(events_w: int) -> None:
         os.write(ready_w, b"x")
         os.read(go_r, 1)
-        held = [bytearray(16 << 20) for _ in range(SLOW_HOARD_MB // 16)]
+        held = []
+        for _ in range(SLOW_HOARD_MB // 16):
+            until = time.process_time() + STEP_CPU_S
+            while time.process_time() < until:
+                pass
+            held.append(bytearray(16 << 20))
         signal.pause()
         del held
 
@@ -190,7 +196,7 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
     assert os.read(ready_r, 1) == b"x"
     os.close(ready_r)
     before = rss_mb(job.pid)
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4 * (os.cpu_count() or 1))]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8 * (os.cpu_count() or 1))]
     try:
         os.write(go_w, b"x")
         yield job, before
@@ -203,16 +209,23 @@ def starved_hoarder() -> Iterator[tuple[Job, int]]:
 
 @CPU_WAIT
 def test_a_hoarding_job_starved_of_cpu_is_out_of_memory_not_out_of_time(starved_hoarder: tuple[Job, int]) -> None:
-    """Its one second runs out on the wall clock long before it reaches its cap (it
-    waits for a CPU most of the time), but the time it waited for a CPU is the
-    machine's: it is stopped for its memory, as on an idle machine."""
+    """Its seconds run out on the wall clock before it reaches its cap (it waits for a
+    CPU most of the time), but the time it waited for a CPU is the machine's: it is
+    stopped for its memory, as on an idle machine. It needs about 0.6 s of its own to
+    reach the cap, and gets a CPU a seventeenth of the time at most: some ten seconds
+    or more on the wall clock, over its limit of four. The wall clock still bounds a
+    job, at ``WALL_FACTOR`` times its limit (forty seconds): room for a machine loaded
+    by as much again as the hogs."""
     job, before = starved_hoarder
     cap = before + SLOW_HOARD_MB // 2
-    request = ExportRequest(1, "/p/model.py", limits=Limits(timeout_s=1.0, memory_mb=cap))
+    timeout_s = 4.0
+    request = ExportRequest(1, "/p/model.py", limits=Limits(timeout_s=timeout_s, memory_mb=cap))
     attempt = Attempt()
     started = time.monotonic()
     supervise(Quiet(), job, request, attempt, Tail())
-    assert attempt.failure == "out-of-memory", (attempt.failure, time.monotonic() - started)
+    took = time.monotonic() - started
+    assert attempt.failure == "out-of-memory", (attempt.failure, took)
+    assert took > timeout_s, f"the hogs did not starve it ({took:.1f} s): a wall clock would have stopped it for its memory too"
 
 
 def test_the_jobs_time_leaves_out_only_the_wait_for_a_cpu() -> None:
