@@ -15,7 +15,7 @@ result. The pool runs everything on, then with that one switch off:
   in Python frames, saves a pause apart;
 - everything off (``EXPORTLENS_SPEEDUPS=off``, each switch "0" as well): the tiny BERT.
 
-The BERT and Llama configs are tiny and built locally (no downloads), as in
+The BERT's config is tiny and built here (no download), as in
 ``bench/bench_libraries.py``. The decision records in ``docs/decisions/`` say what each
 was measured to gain, and on which workload.
 
@@ -23,7 +23,8 @@ The switches are read at import, so each configuration runs in its own process w
 its own pool. For a row, a round starts an "on" and an "off" process side by side,
 warms both, then alternates their saves (on, off, off, on...) with a settle pause
 before each. Load drifts on a shared machine then hit both. Each save is one number;
-a row prints the medians over all rounds, and off/on. A switch that no file under
+a row prints the medians over all rounds, off/on of the medians, and the median of
+off/on pair by pair (``paired``), which a drift of the load between pairs leaves alone. A switch that no file under
 ``core/`` names yet is said so in the row: its off column then measures noise.
 
 Run: ``.venv/bin/python bench/bench_speedups.py`` (about ten minutes on two cores);
@@ -41,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -50,9 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SWITCHES = ("EXPORTLENS_STANDBY", "EXPORTLENS_HOT_PAGES", "EXPORTLENS_FAKE_CACHE", "EXPORTLENS_PRELOAD", "EXPORTLENS_FRAME_STACK")
 ALL_OFF = "EXPORTLENS_SPEEDUPS"
-WARMUPS = 3  # untimed saves per process: the standby's hot pages, jobs' lessons, fake-tensor answers
+WARMUPS = 3  # untimed saves per process (--quick: 2): the standby's hot pages, jobs' lessons, fake-tensor answers
 PAUSE_S = 1.0  # before each save: the worker's idle work (answers, lessons, standby) is done
-PRELOAD_WAIT_S = 120.0  # for the worker to preload transformers after the warm-up saves
+PRELOAD_WAIT_S = 120.0  # at most, for the worker to preload transformers after the warm-up saves
+PRELOAD_QUIET_S = 3.0  # and then no more preloading for this long (a family's own modules come later)
 MARK = "@@ "  # the child's answers on its stdout
 
 PLAIN = """import torch
@@ -144,11 +147,18 @@ def ratio(off: list[float], on: list[float]) -> float:
     return statistics.median(off) / statistics.median(on)
 
 
+def paired(off: list[float], on: list[float]) -> float:
+    """The median of off/on save by save: each pair ran one right after the other, so
+    a drift of the machine's load between pairs cancels out."""
+    return statistics.median(b / a for a, b in zip(on, off, strict=True))
+
+
 def table(rows: list[tuple[Row, list[float], list[float], str]]) -> list[str]:
     """The printed table: a line per row, then the notes."""
-    lines = [f"{'speed-up':13s} {'workload':30s} {'on ms':>8s} {'off ms':>8s} {'off/on':>7s} {'n':>4s}  note"]
+    lines = [f"{'speed-up':13s} {'workload':30s} {'on ms':>8s} {'off ms':>8s} {'off/on':>7s} {'paired':>7s} {'n':>3s}  note"]
     for row, on, off, note in rows:
-        lines.append(f"{row.name:13s} {row.workload:30s} {statistics.median(on):8.0f} {statistics.median(off):8.0f} {ratio(off, on):7.2f} {len(on):4d}  {note}")
+        medians = f"{statistics.median(on):8.0f} {statistics.median(off):8.0f} {ratio(off, on):7.2f} {paired(off, on):7.2f}"
+        lines.append(f"{row.name:13s} {row.workload:30s} {medians} {len(on):3d}  {note}")
     return lines
 
 
@@ -167,10 +177,13 @@ class Child:
             [sys.executable, __file__, "--child", str(path)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=ROOT
         )
 
-    def ask(self, command: str) -> dict[str, object]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
+    def send(self, command: dict[str, object]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
+
+    def ask(self, command: dict[str, object]) -> dict[str, object]:
+        self.send(command)
         return self.answer()
 
     def answer(self) -> dict[str, object]:
@@ -191,7 +204,7 @@ class Child:
         self._stderr.close()
 
 
-def measure(row: Row, rounds: int, saves: int, work: Path) -> tuple[list[float], list[float], str]:
+def measure(row: Row, rounds: int, saves: int, warmups: int, work: Path) -> tuple[list[float], list[float], str]:
     """The row's saves, on and off; a note when something was off the plan."""
     base = {k: v for k, v in os.environ.items() if k not in (*SWITCHES, ALL_OFF, "EXPORTLENS_TRACE")}
     envs = {True: base, False: {**base, **dict(row.off)}}
@@ -202,18 +215,18 @@ def measure(row: Row, rounds: int, saves: int, work: Path) -> tuple[list[float],
         try:
             for child in children.values():
                 child.answer()  # ready
-            for on in order(r, 0):
-                time.sleep(PAUSE_S)
-                warm = children[on].ask(json.dumps({"warm": WARMUPS, "preload": expects_preload(row.model, envs[on])}))
-                if warm.get("preload_missing"):
+            for on, child in children.items():  # both at once: nothing timed yet
+                child.send({"warm": warmups, "preload": expects_preload(row.model, envs[on])})
+            for on, child in children.items():
+                if child.answer().get("preload_missing"):
                     notes.append(f"{'on' if on else 'off'}: transformers not preloaded after {PRELOAD_WAIT_S:g} s")
             for k in range(saves):
                 for on in order(r, k):
-                    time.sleep(PAUSE_S)
-                    done = children[on].ask(json.dumps({"save": 1000 * (r + 1) + k, "back_to_back": row.back_to_back}))
+                    done = children[on].ask({"save": 1000 * (r + 1) + k, "back_to_back": row.back_to_back})
                     times[on].append(float(done["ms"]))  # type: ignore[arg-type]
                     if done.get("preloaded"):
                         notes.append(f"{'on' if on else 'off'}: the worker preloaded during a timed save")
+                    print(f"    {row.name} {'on' if on else 'off'} {float(done['ms']):.0f} ms", file=sys.stderr, flush=True)  # type: ignore[arg-type]
         finally:
             for child in children.values():
                 child.close()
@@ -225,8 +238,9 @@ def measure(row: Row, rounds: int, saves: int, work: Path) -> tuple[list[float],
 
 def child(path: Path) -> None:
     """Answer the parent's commands with a one-worker fork pool: ``warm`` (untimed
-    saves, then wait for preloading), ``save`` (one timed save, after an untimed one
-    when back to back)."""
+    saves, then wait for preloading), ``save`` (a pause, then one timed save, after an
+    untimed one when back to back). In a pause the pool reads the worker's messages,
+    as the server's does."""
     from exportlens.core.isolation.pool import PoolEvent, WorkerPool
     from exportlens.core.isolation.startmethod import StartMethod
     from exportlens.core.model.request import ExportRequest, Limits
@@ -239,7 +253,7 @@ def child(path: Path) -> None:
         print(MARK + json.dumps(answer), flush=True)
 
     def on_event(event: PoolEvent) -> None:
-        if event.kind == "preloaded" and "transformers" in event.detail:
+        if event.kind == "preloaded":
             preloaded.append(event)
         if event.kind in ("restart", "gave-up"):
             print(f"pool: {event.kind} {event.detail}", file=sys.stderr, flush=True)
@@ -256,21 +270,36 @@ def child(path: Path) -> None:
                 raise SystemExit(f"the bench's model did not export: {result}")
             return elapsed
 
+        def idle(seconds: float) -> None:
+            """The pool reading the worker's messages for ``seconds``, no request."""
+            stop = threading.Event()
+            timer = threading.Timer(seconds, lambda: (stop.set(), pool.wake()))
+            timer.start()
+            for _ in pool.serve(stop):
+                pass
+            timer.join()
+
+        def has_library() -> bool:
+            return any("transformers" in event.detail for event in preloaded)
+
         pool.wait_ready()
         say({"ready": True})
         for line in sys.stdin:
             command = json.loads(line)
             if "warm" in command:
                 for i in range(int(command["warm"])):
+                    idle(PAUSE_S)
                     save(-1 - i)
-                    time.sleep(PAUSE_S)
                 end = time.monotonic() + PRELOAD_WAIT_S
-                while command["preload"] and not preloaded and time.monotonic() < end:
-                    pool.wait_ready(timeout=0.5)  # reads the worker's messages, events among them
-                    time.sleep(0.2)
-                say({"preload_missing": bool(command["preload"] and not preloaded)})
+                while command["preload"] and time.monotonic() < end:
+                    seen = len(preloaded)
+                    idle(PRELOAD_QUIET_S if has_library() else 0.5)
+                    if has_library() and len(preloaded) == seen:
+                        break
+                say({"preload_missing": bool(command["preload"] and not has_library())})
             else:
                 salt = int(command["save"])
+                idle(PAUSE_S)
                 if command["back_to_back"]:
                     save(-salt)
                 seen = len(preloaded)
@@ -279,17 +308,17 @@ def child(path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one round of 4 saves a row (about four minutes)")
-    parser.add_argument("--rounds", type=int, help="fresh on/off process pairs per row (default 2; --quick 1)")
-    parser.add_argument("--saves", type=int, help="timed saves per process and round (default 6; --quick 4)")
+    parser.add_argument("--quick", action="store_true", help="2 warm-up saves and 4 timed ones a row, not 3 and 8")
+    parser.add_argument("--rounds", type=int, default=1, help="fresh on/off process pairs per row (default 1)")
+    parser.add_argument("--saves", type=int, help="timed saves per process and round (default 8; --quick 4)")
     parser.add_argument("--only", help="comma-separated row names, e.g. 'standby,preloading'")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
-    rounds = args.rounds or (1 if args.quick else 2)
-    saves = args.saves or (4 if args.quick else 6)
+    rounds = args.rounds
+    saves = args.saves or (4 if args.quick else 8)
     wanted = [name.strip() for name in args.only.split(",")] if args.only else [row.name for row in ROWS]
     unknown = set(wanted) - {row.name for row in ROWS}
     if unknown:
@@ -301,7 +330,7 @@ def main() -> None:
     started = time.monotonic()
     results = []
     for row in (row for row in ROWS if row.name in wanted):
-        on, off, note = measure(row, rounds, saves, work)
+        on, off, note = measure(row, rounds, saves, 2 if args.quick else WARMUPS, work)
         results.append((row, on, off, note))
         print(f"  {row.name}: on {statistics.median(on):.0f} ms, off {statistics.median(off):.0f} ms", file=sys.stderr, flush=True)
     after = os.getloadavg()
@@ -309,6 +338,8 @@ def main() -> None:
     print(f"Python {platform.python_version()} on {platform.platform()}, torch {metadata.version('torch')}, transformers {metadata.version('transformers')}, {os.cpu_count()} cores")
     print(f"load average before {before[0]:.1f} {before[1]:.1f} {before[2]:.1f}, after {after[0]:.1f} {after[1]:.1f} {after[2]:.1f}; {time.monotonic() - started:.0f} s")
     print("\n".join(table(results)))
+    for row, on, off, _ in results:
+        print(f"  {row.name}: on {' '.join(f'{x:.0f}' for x in on)} | off {' '.join(f'{x:.0f}' for x in off)}")
     if any(row.name == "frame stack" for row, *_ in results):
         from exportlens.core.isolation import framestack
 

@@ -57,3 +57,9 @@ def test_only_a_library_model_with_preloading_on_waits_for_it() -> None:
 
 def test_the_ratio_is_off_over_on() -> None:
     assert bench.ratio([300.0, 200.0, 250.0], [100.0, 140.0, 125.0]) == 2.0
+
+
+def test_paired_is_the_median_of_each_save_against_its_neighbour() -> None:
+    # Pair by pair: 1.5, 0.75 and 3.0. The medians' ratio, 300/300, says 1.0.
+    assert bench.paired([150.0, 300.0, 900.0], [100.0, 400.0, 300.0]) == 1.5
+    assert bench.ratio([150.0, 300.0, 900.0], [100.0, 400.0, 300.0]) == 1.0
