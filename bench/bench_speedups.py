@@ -27,9 +27,11 @@ a row prints the medians over all rounds, off/on of the medians, and the median 
 off/on pair by pair (``paired``), which a drift of the load between pairs leaves alone. A switch that no file under
 ``core/`` names yet is said so in the row: its off column then measures noise.
 
-Run: ``.venv/bin/python bench/bench_speedups.py`` (about ten minutes on two cores);
-``--quick`` (about four minutes) for one round of fewer saves; ``--only standby,preloading``
-for some rows. The load average is printed before and after.
+Run: ``.venv/bin/python bench/bench_speedups.py`` (9.5 minutes on two cores under a
+load of 5 to 6); ``--quick`` for fewer saves (7.5 minutes under a load of 6 to 9);
+``--only standby,preloading`` for some rows. The load average is printed before and
+after. At 4 saves a configuration, two identical ones differed by up to a third under
+that load: a row far from 1 at ``--quick`` is a hint, not a measurement.
 """
 
 from __future__ import annotations
@@ -273,7 +275,12 @@ def child(path: Path) -> None:
         def idle(seconds: float) -> None:
             """The pool reading the worker's messages for ``seconds``, no request."""
             stop = threading.Event()
-            timer = threading.Timer(seconds, lambda: (stop.set(), pool.wake()))
+
+            def end() -> None:
+                stop.set()
+                pool.wake()
+
+            timer = threading.Timer(seconds, end)
             timer.start()
             for _ in pool.serve(stop):
                 pass
