@@ -18,6 +18,8 @@ def plug_ins(preloader: preload.Preloader) -> list[SpeedUp]:
     found: list[SpeedUp] = []
     if fakecache.ENABLED:
         found.append(fakecache.AnswerSpeedUp())
-    if preload.ENABLED:
-        found.append(preload.PreloadSpeedUp(preloader))
+    # With preloading off too: its idle step still learns the library units the worker
+    # holds, which have no switch of their own (docs/decisions/0010-library-units-walked-once.md);
+    # the ``Preloader`` then takes no module to import.
+    found.append(preload.PreloadSpeedUp(preloader))
     return found
