@@ -50,3 +50,16 @@ def test_library_units_are_learned_while_idle_with_preloading_off(monkeypatch: p
     assert not _idle_once(speedups, worker)  # once: then nothing is left to do
     assert not preloader.pending and not preloader.modules  # and nothing preloaded
 
+
+def test_a_full_fake_cache_leaves_no_idle_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Questions that can no longer be kept (``MAX_ENTRIES`` reached) must not stay
+    wanted: the idle loop would call ``idle`` again at once, for ever (busy-wait)."""
+    from exportlens.core.torchcompat import FakeTensorMode
+
+    monkeypatch.setattr(fakecache, "MAX_ENTRIES", len(FakeTensorMode.cache))
+    speedup = fakecache.AnswerSpeedUp()
+    speedup.answers.pending.extend([["aten", "add", "Tensor", None, [], {}]] * 3)
+    worker = IdleWorker()
+    speedup.idle(worker, 0.0)
+    assert speedup.idle(worker, 0.0) == (False, None)
+    assert not speedup.answers.wanted
