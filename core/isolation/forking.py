@@ -3,8 +3,9 @@
 ``Forker`` is the ``starters.JobStarter`` of the ``fork`` start method, with no
 standby of its own: the standby speed-up (``speedups/standby.ForkStandby``) wraps it
 where it is on. A forked child keeps the descriptors it is given (its three pipes and
-what its caller names) and closes every other one the worker holds: a model must never
-write into the frame stream, nor keep a pipe of the worker's open.
+what its caller names) and closes every other pipe, memfd and epoll of the worker's
+(``close_all_but``): a model must never write into the frame stream, nor keep a pipe
+of the worker's open. What a library the worker imported holds open stays open.
 
 Each job process gets three pipes back to the worker: its events (frames), its
 stdout/stderr, and a memfd for faulthandler's stack dump. ``end_job`` closes all
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -91,8 +93,8 @@ class Forker:
 
     def fork(self, child: Callable[[int, int, int], None], keep: tuple[int, ...] = ()) -> Job:
         """Fork a job process running ``child(events_w, output_w, dump_fd)``. Of the
-        worker's descriptors it keeps stdin, stdout, stderr, those three and ``keep``,
-        and closes every other one."""
+        worker's own descriptors it keeps stdin, stdout, stderr, those three and
+        ``keep``, and closes every other one (``close_all_but``)."""
         events_r, events_w = os.pipe()
         output_r, output_w = os.pipe()
         dump_fd = dump_file()
@@ -119,13 +121,35 @@ class Forker:
 
 
 def close_all_but(keep: tuple[int, ...]) -> None:
-    """Close every descriptor above stderr except ``keep``: in a forked child, all
-    the worker's pipes, memfds and the waiter's epoll that the job has no use for."""
-    low = 3
-    for fd in sorted(fd for fd in set(keep) if fd >= low):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, MAX_FD)
+    """Close the worker's descriptors above stderr except ``keep``: in a forked child,
+    every pipe, memfd (or unlinked temporary file) and anonymous inode (the waiter's
+    epoll) -- the kinds the worker makes, its own and its spawned jobs'. A file,
+    socket or device a library the worker imported holds (a log, a database,
+    ``/dev/urandom``) stays open, as in the worker: closed, its number would be the
+    job's next ``open`` and the library's object would write into that file."""
+    kept = {fd for fd in keep if fd >= 0}
+    for fd in _open_fds():
+        if fd < 3 or fd in kept:
+            continue
+        try:
+            st = os.fstat(fd)
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+        kind = stat.S_IFMT(st.st_mode)
+        if kind == stat.S_IFIFO or kind == 0 or (kind == stat.S_IFREG and st.st_nlink == 0):
+            os.close(fd)
+
+
+def _open_fds() -> list[int]:
+    """The descriptors open here: listed by the kernel (Linux's /proc, macOS's /dev/fd),
+    else every number below ``MAX_FD`` (which can be a million or more: listing spares
+    a fork that many calls where ``os.closerange`` has no ``close_range``)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return [int(name) for name in os.listdir(folder)]
+        except (OSError, ValueError):
+            pass
+    return list(range(3, MAX_FD))
 
 
 def dump_file() -> int:

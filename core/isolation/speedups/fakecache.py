@@ -335,6 +335,10 @@ class Answers:
             question = self.pending.popleft()
             with contextlib.suppress(Exception):  # a question that is not one: nothing learned
                 self._ask(question)
+        if len(cache) >= MAX_ENTRIES:
+            # No room for their answers: kept, they would stay ``wanted`` and the idle
+            # worker would go round its loop asking none, without ever waiting.
+            self.pending.clear()
         if not self.pending:
             self.modes.clear()
         return len(cache) - before

@@ -13,11 +13,14 @@ def fork_starter(forker: Forker) -> Forker | standby.ForkStandby:
 
 
 def plug_ins(preloader: preload.Preloader) -> list[SpeedUp]:
-    """The zygote's plug-ins that are on, in the order it calls them (after
-    ``fakecache.install``, which turns fake-tensor answers off on a torch that lacks them)."""
+    """The zygote's plug-ins that are on, and preloading's in any case (see below), in
+    the order it calls them (after ``fakecache.install``, which turns fake-tensor
+    answers off on a torch that lacks them)."""
     found: list[SpeedUp] = []
     if fakecache.ENABLED:
         found.append(fakecache.AnswerSpeedUp())
-    if preload.ENABLED:
-        found.append(preload.PreloadSpeedUp(preloader))
+    # With preloading off too: its idle step still learns the library units the worker
+    # holds, which have no switch of their own (docs/decisions/0010-library-units-walked-once.md);
+    # the ``Preloader`` then takes no module to import.
+    found.append(preload.PreloadSpeedUp(preloader))
     return found
