@@ -34,6 +34,7 @@ served as it is, with four changes made as it is served:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exportlens.core.picture.graph import LEGEND, Picture
+from exportlens.core.picture.shape import shaped
 
 __all__ = ["INSTALL", "LICENSE", "SECTION_SIZE", "Page", "WebAppMissing", "web_app"]
 
@@ -242,11 +244,18 @@ class Page:
     """The page for some pictures: every file it is made of, by path under its folder.
 
     ``open``: the page reports a selected node to ``exportlens/open`` (the language
-    server's page); a static page does not.
+    server's page); a static page does not. ``shape``: the graphs are drawn shaped
+    for the layout (:mod:`exportlens.core.picture.shape`); False draws them as Model
+    Explorer's PyTorch adapter builds them (the bench compares the two).
     """
 
     pictures: Sequence[Picture]
     open: bool = False
+    shape: bool = True
+
+    @functools.cached_property
+    def _graphs(self) -> list[bytes]:
+        return [json.dumps(shaped(p.graphs) if self.shape else p.graphs).encode() for p in self.pictures]
 
     def _config(self) -> dict[str, Any]:
         labels = [p.target for p in self.pictures]
@@ -278,8 +287,9 @@ class Page:
         m = re.fullmatch(r"(graphs|node_data)/(\d+)\.json", path)
         if m is None or int(m.group(2)) >= len(self.pictures):
             return None
-        picture = self.pictures[int(m.group(2))]
-        return json.dumps(picture.graphs if m.group(1) == "graphs" else picture.node_data).encode()
+        if m.group(1) == "graphs":
+            return self._graphs[int(m.group(2))]
+        return json.dumps(self.pictures[int(m.group(2))].node_data).encode()
 
     def file(self, path: str) -> bytes | None:
         """The bytes of ``path`` (relative, ``/``-separated) of the page, or None."""
