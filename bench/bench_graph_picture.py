@@ -204,7 +204,8 @@ def round_of(browser, url: str, nodes: list[dict], work: Path, layers: int) -> d
     browser.wait("the layer shown", lambda: ui_state(browser).get("selectedNodeId") == group, timeout=180)
     settle(browser, work / "open.png")  # centred: the zoom's animation done
     x, y, w, h = browser.js("(() => { const r = document.querySelector('canvas').getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
-    browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w / 2, y=y + h / 2)
+    for dx in (1, 0):  # Model Explorer expands on a double-click over the node the mouse hovers
+        browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w / 2 + dx, y=y + h / 2)
 
     def double_click() -> None:
         for kind, n in (("mousePressed", 1), ("mouseReleased", 1), ("mousePressed", 2), ("mouseReleased", 2)):

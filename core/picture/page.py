@@ -5,7 +5,7 @@ torch in its process and answers the front end's requests; exportlens has the gr
 JSON already (:mod:`exportlens.core.picture.graph`) and must not run torch in the
 language server. So the built front end (``model_explorer/web_app`` of the pinned
 ``ai-edge-model-explorer`` wheel, Apache-2.0, never copied into this repository) is
-served as it is, with four changes made as it is served:
+served as it is, with five changes made as it is served:
 
 * its ``index.html`` loses the ``@font-face`` rules that point at Google's font CDN
   and the ``preconnect`` to it (the same fonts ship in ``static_files``): no request
@@ -29,7 +29,10 @@ served as it is, with four changes made as it is served:
   ``model-explorer-select-node-by-node-id`` message), and a newer result, for which it
   reloads; the address keeps the app's UI state (expanded layers, the selection);
 * its layout worker gets one fix (:data:`_SECTION_FIX`): Model Explorer's artificial
-  layers inside a top-level layer were laid out without their edges.
+  layers inside a top-level layer were laid out without their edges;
+* the graphs are served shaped for the layout (:mod:`exportlens.core.picture.shape`):
+  weights in the modules that use them, a stand-in in each repeated layer for a value
+  every layer takes.
 """
 
 from __future__ import annotations

@@ -30,13 +30,19 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["MIN_LAYERS", "shaped"]
+__all__ = ["MIN_LAYERS", "real_id", "shaped"]
 
 # Stand-ins only for a value that at least this many repeated layers take (as
 # ``repeated.MIN_GROUP``: a model of two or three blocks keeps its edges).
 MIN_LAYERS = 4
 _STATE = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR")
 _INDEXED = re.compile(r"_\d+$")  # a namespace part of a ModuleList's item: ``deploy.Block_42``
+
+
+def real_id(node_id: str) -> str:
+    """The node a stand-in stands for (``unsqueeze_1@deploy.Block_42`` ->
+    ``unsqueeze_1``); any other id as it is (fx names have no ``@``)."""
+    return node_id.split("@", 1)[0]
 
 
 def _common(namespaces: Iterable[str]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from exportlens.core.picture.shape import MIN_LAYERS, shaped
+from exportlens.core.picture.shape import MIN_LAYERS, real_id, shaped
 
 
 def _node(id: str, namespace: str, *sources: str, label: str = "aten.op", attrs: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -69,6 +69,7 @@ def test_weights_go_to_their_module_and_each_layer_takes_the_table_from_its_own_
         assert standin["label"] == "table" and standin["outputsMetadata"] == before["table"]["outputsMetadata"]
         attrs = {a["key"]: a["value"] for a in standin["attrs"]}
         assert attrs["source"] == "m.py:7" and attrs["stands for"].startswith("table, in m.M")
+        assert real_id(standin["id"]) == "table"  # a stand-in selected in the page leads to the table's line
     assert not any(e["sourceNodeId"] == "table" for n in after.values() for e in n["incomingEdges"])
     # The rest of the edges are as they were.
     for i in range(layers):
