@@ -1,32 +1,48 @@
 """The graph as a picture at deployment size: the 80-layer decoder of
-``bench_big_editor.py`` (Llama-3-70B's sizes, fake weights, ~5,500 nodes).
+``bench_big_editor.py`` (Llama-3-70B's sizes, fake weights, ~5,500 nodes), or with
+``--size 8b`` the same decoder at Llama-3-8B's sizes (32 layers).
 
 - the graph JSON (:func:`exportlens.core.picture.graph.pictures`, what ``exportlens
-  graph`` and the language server's page build), beside ``read_program`` of the same
-  bytes (what every editor feature already pays once per result), measured in the
-  same run: medians of 5;
-- the page's first picture in headless chromium (``tests/chromium.py``): from the
-  navigation to Model Explorer's graph view with its node count, and to a drawn,
-  non-blank canvas (layers folded), beside the same for ``examples/counter.py`` in
-  the same browser;
-- expanding: a node inside a folded layer (the first ``aten.pow``, in ``Block_0``'s
-  norm) selected as a user does, from the search with Alt+click, which makes Model
-  Explorer expand the layers that hold it: seconds to the selection, and until the
-  page draws again (a screenshot waits for the page's next frame). The page folds a
-  layer of more than ``SECTION_SIZE`` children into Model Explorer's artificial
-  layers (``exportlens.core.picture.page``); ``--sections 1000`` (Model Explorer's
-  default) measures the expansion without them, as before (over 120 s at 80 layers).
+  graph`` and the language server's page build) and its shaping for the layout
+  (:mod:`exportlens.core.picture.shape`), beside ``read_program`` of the same bytes
+  (what every editor feature already pays once per result): medians of 5;
+- in headless chromium (``tests/chromium.py``), each round a fresh load of the page
+  shaped (what exportlens serves) and, in the same browser and rounds, unshaped (the
+  graph as Model Explorer's PyTorch adapter builds it: today's page before issue 47):
 
-Targets (issue 31): graph JSON <= 300 ms; first picture <= 3 s; the expanded layer
-drawn within a few seconds.
+  * the first picture: from the navigation to the graph view, and to a drawn,
+    non-blank canvas (layers folded), beside ``examples/counter.py``'s;
+  * opening layer 40 as a user does: the folded layer is shown (not timed), then
+    double-clicked;
+  * selecting a node inside folded layer 70 from the search (its id typed, then
+    Alt+click on the result): Model Explorer expands the layers that hold it;
+  * the cursor: the editor's cursor on a line of layer 60 (the page's
+    ``model-explorer-select-node-by-node-id`` message, as the language server's page
+    sends it).
 
-    .venv/bin/python bench/bench_graph_picture.py [--layers N] [--sections N]
+  Each action is timed from the action to: ``laid out`` (Model Explorer's layout
+  worker answered: a hook on the page's ``Worker``, added by the bench only),
+  ``answered`` (the page recorded the result in its UI state: the expanded layer, the
+  selection), ``drawn`` (the page's second frame begun after the worker's answer:
+  the first frame drawing it is done) and ``settled`` (the frame after the last slow
+  one: the expansion's and the zoom's animations done), from the page's own frame
+  timestamps (the same hook). A screenshot after the action must differ from the one
+  just before it, else the action counts as not drawn. Medians of ``--rounds``.
+
+Targets (issue 47): first picture <= 3 s; opening a layer and selecting a node in a
+folded layer <= 1 s each, to the page answering with the result drawn. The machine's
+load (``os.getloadavg``) is printed before and after: on a shared machine the drawing
+(Chromium's software WebGL and compositing) slows with it.
+
+    .venv/bin/python bench/bench_graph_picture.py [--size 70b|8b] [--layers N] [--rounds N] [--sections N]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -41,6 +57,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_big_editor import sizes_70b  # noqa: E402
 from bench_bigmodels import deploy_file  # noqa: E402
+
+
+def sizes_8b(layers: int) -> str:
+    return f"DIM, LAYERS, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_SEQ = 4096, {layers}, 32, 8, 14336, 128256, 2048"
 
 
 def median_ms(fn, runs: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -71,6 +91,56 @@ def serve(folder: Path) -> str:
     return f"http://127.0.0.1:{httpd.server_address[1]}/"
 
 
+HOOK = """
+(function () {
+  window.__benchWorker = [];
+  var Real = window.Worker;
+  window.Worker = function (url, options) {
+    var w = new Real(url, options);
+    w.addEventListener("message", function (e) {
+      window.__benchWorker.push([e.data && e.data.eventType, performance.now()]);
+    });
+    return w;
+  };
+  window.Worker.prototype = Real.prototype;
+  // The page's frames: a timestamp at the start of each.
+  window.__benchFrames = [];
+  (function frame() {
+    requestAnimationFrame(function () {
+      var f = window.__benchFrames;
+      f.push(performance.now());
+      if (f.length > 4000) f.splice(0, 2000);
+      frame();
+    });
+  })();
+})();
+"""
+
+# In the page, once its frames run at the display's pace again: seconds from the action
+# to the layout worker's answer, to the second frame begun after it (the first frame
+# with the answer drawn is done) and to the frame after the last slow one (the
+# animations done).
+FRAMES = """(() => {
+  const at = window.__benchAt, w = window.__benchWorker.length ? window.__benchWorker[0][1] : null;
+  const f = window.__benchFrames;
+  if (w === null || f.length < 30 || f[f.length - 30] < w) return null;
+  const recent = f.slice(-30);
+  for (let i = 1; i < recent.length; i++) if (recent[i] - recent[i - 1] > 100) return null;
+  const after = f.filter(t => t > w);
+  let settled = after[0];
+  for (let i = 1; i < after.length; i++) if (after[i] - after[i - 1] > 100) settled = after[i];
+  return [(w - at) / 1000, ((after.length > 1 ? after[1] : after[0]) - at) / 1000, (settled - at) / 1000];
+})()"""
+
+
+def ui_state(browser) -> dict:  # type: ignore[no-untyped-def]
+    data = browser.js("new URLSearchParams(location.search).get('data')")
+    try:
+        return dict(json.loads(data)["uiState"]["paneStates"][0])
+    except (TypeError, ValueError, KeyError, IndexError):
+        return {}
+
+
 def first_picture(browser, url: str, shot: Path) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Seconds to the graph view (its node count shown) and to a drawn canvas."""
     from tests.e2e.test_graph_page import _not_blank
@@ -84,38 +154,135 @@ def first_picture(browser, url: str, shot: Path) -> tuple[float, float]:  # type
     return view, time.perf_counter() - started
 
 
-def expand_by_selecting(browser, label: str, shot: Path) -> tuple[float, float | None, str]:  # type: ignore[no-untyped-def]
-    """A node inside a folded layer selected as a user does (the search, then
-    Alt+click on its result: Model Explorer expands the layers that hold it and lays
-    them out): seconds to the selection and to a redrawn canvas, and the node's id."""
-    before = browser.screenshot(str(shot))
-    found = browser.search_result(label)
+def settle(browser, shot: Path) -> bytes:  # type: ignore[no-untyped-def]
+    """The page's picture once two screenshots a moment apart are the same."""
+    last = browser.screenshot(str(shot))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = browser.screenshot(str(shot))
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def timed(browser, act, answered, shot: Path) -> dict[str, float | None]:  # type: ignore[no-untyped-def]
+    """``act()``, then seconds to the layout worker's answer, to ``answered()`` (the UI
+    state), to the page's first frame with the answer drawn and to the end of its
+    animations (None: not within 120 s). No screenshot meanwhile: in software WebGL
+    each one is a frame more to draw. One after, which must differ from the one before."""
+    before = settle(browser, shot)
+    browser.js("window.__benchWorker = []; window.__benchFrames = []; window.__benchAt = performance.now()")
     started = time.perf_counter()
-    browser.alt_click(found)
-    selected = browser.wait("the node selected", lambda: browser.js("window.__exportlensSelected"), timeout=120)
-    chosen = time.perf_counter() - started
+    act()
+    out: dict[str, float | None] = {"laid out": None, "answered": None, "drawn": None, "settled": None}
     try:
-        browser.wait("the layer drawn", lambda: browser.screenshot(str(shot)) != before, timeout=120)
-    except (AssertionError, TimeoutError):  # the page did not answer a screenshot in time
-        return chosen, None, str(selected["node"])
-    return chosen, time.perf_counter() - started, str(selected["node"])
+        browser.wait("the answer", answered, timeout=120)
+        out["answered"] = time.perf_counter() - started
+        out["laid out"], out["drawn"], out["settled"] = browser.wait("the frames", lambda: browser.js(FRAMES), timeout=120)
+    except AssertionError:
+        pass
+    if browser.screenshot(str(shot)) == before:
+        out["drawn"] = out["settled"] = None  # nothing new on the screen
+    return out
+
+
+def select_message(browser, node: str) -> None:  # type: ignore[no-untyped-def]
+    browser.js(f"window.postMessage({{cmd: 'model-explorer-select-node-by-node-id', nodeId: {node!r}}}, '*')")
+
+
+def layer_id(browser, node: str, part: str) -> str:  # type: ignore[no-untyped-def]
+    """Model Explorer's id of the layer ``part`` (``deploy.Block_40``) that holds
+    ``node``, sections included: ``node`` revealed, then read from the UI state."""
+    select_message(browser, node)
+    state = browser.wait("the node revealed", lambda: (s := ui_state(browser)) and s.get("selectedNodeId") == node and s.get("deepestExpandedGroupNodeIds") and s, timeout=180)
+    for group in state["deepestExpandedGroupNodeIds"]:
+        parts = group.removesuffix("___group___").split("/")
+        if part in parts:
+            return "/".join(parts[: parts.index(part) + 1]) + "___group___"
+    raise AssertionError(f"no layer {part} above {node}: {state}")
+
+
+def in_layer(nodes: list[dict], index: int) -> tuple[str, str]:
+    """The first op node of repeated layer ``index`` (``Block_<index>``), and that
+    layer's namespace part."""
+    for n in nodes:
+        for part in n["namespace"].split("/"):
+            if part.endswith(f"_{index}") and n["namespace"] != "inputs" and "@" not in n["id"] and n["label"].startswith("aten."):
+                return n["id"], part
+    raise AssertionError(f"no layer {index}")
+
+
+def round_of(browser, url: str, nodes: list[dict], work: Path, layers: int) -> dict[str, dict[str, float | None]]:  # type: ignore[no-untyped-def]
+    out: dict[str, dict[str, float | None]] = {}
+    view, drawn = first_picture(browser, url, work / "first.png")
+    out["first picture"] = {"graph view": view, "drawn": drawn}
+    opened, opened_part = in_layer(nodes, layers // 2)
+    search, search_part = in_layer(nodes, layers * 7 // 8)
+    nodes_by_id = {n["id"]: n for n in nodes}
+    layer_nodes = {n["id"] for n in nodes if search_part in n["namespace"].split("/")}
+    cursor, _ = in_layer(nodes, layers * 3 // 4)
+    # Opening a layer: the id of the layer (its section named), from a first visit.
+    group = layer_id(browser, opened, opened_part)
+    first_picture(browser, url, work / "first.png")
+    select_message(browser, group)  # the folded layer shown, centred (not timed)
+    browser.wait("the layer shown", lambda: ui_state(browser).get("selectedNodeId") == group, timeout=180)
+    settle(browser, work / "open.png")  # centred: the zoom's animation done
+    x, y, w, h = browser.js("(() => { const r = document.querySelector('canvas').getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
+    for dx in (1, 0):  # Model Explorer expands on a double-click over the node the mouse hovers
+        browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w / 2 + dx, y=y + h / 2)
+
+    def double_click() -> None:
+        for kind, n in (("mousePressed", 1), ("mouseReleased", 1), ("mousePressed", 2), ("mouseReleased", 2)):
+            browser.call("Input.dispatchMouseEvent", type=kind, x=x + w / 2, y=y + h / 2, button="left", clickCount=n)
+
+    out[f"open layer {layers // 2}"] = timed(browser, double_click, lambda: group in ui_state(browser).get("deepestExpandedGroupNodeIds", []), work / "open.png")
+    # Selecting a node inside a folded layer from the search: its id typed (Model
+    # Explorer also lists the nodes that take it), then Alt+click on the first result
+    # with its label.
+    query = search
+    browser.js(
+        "(() => { const i = document.querySelector('input[placeholder*=\"Search\"]'); i.focus();"
+        f" i.value = {query!r}; i.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
+    )
+    label = nodes_by_id[search]["label"]
+    result = f"Array.from(document.querySelectorAll('div.label > span.node-label')).find(e => e.textContent.trim() === {label!r})"
+    browser.wait("the search result", lambda: browser.js(f"!!{result}"), timeout=120)
+    out[f"search, layer {layers * 7 // 8}"] = timed(
+        browser,
+        lambda: browser.alt_click(result),
+        lambda: f"{search_part}/" in (ui_state(browser).get("selectedNodeId") or "") or ui_state(browser).get("selectedNodeId") in layer_nodes,
+        work / "search.png",
+    )
+    # The editor's cursor.
+    out[f"cursor, layer {layers * 3 // 4}"] = timed(
+        browser, lambda: select_message(browser, cursor), lambda: ui_state(browser).get("selectedNodeId") == cursor, work / "cursor.png"
+    )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=80, help="decoder layers (80: Llama-3-70B)")
+    parser.add_argument("--size", choices=("70b", "8b"), default="70b", help="the decoder's sizes: Llama-3-70B's (80 layers) or Llama-3-8B's (32)")
+    parser.add_argument("--layers", type=int, default=None, help="decoder layers (default: the size's)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each a fresh load of the page (medians are printed)")
     parser.add_argument("--work", default=None, metavar="DIR", help="the folder of the files and their result cache (default: a new one; an earlier run's skips the export)")
     parser.add_argument("--sections", type=int, default=None, metavar="N", help="Model Explorer's artificial layers of at most N children (default: the page's SECTION_SIZE; 1000 is Model Explorer's own default)")
     args = parser.parse_args()
     from exportlens.core.picture.graph import pictures
     from exportlens.core.picture.page import SECTION_SIZE, Page, write
+    from exportlens.core.picture.shape import shaped
     from exportlens.program import read_program
     from tests.chromium import Browser
 
+    layers = args.layers or (80 if args.size == "70b" else 32)
+    sizes = sizes_70b(layers) if args.size == "70b" else sizes_8b(layers)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-graph-picture-"))
     work.mkdir(parents=True, exist_ok=True)
-    path = work / "deploy_70b.py"
-    path.write_text(deploy_file(sizes_70b(args.layers)).replace("def deploy_8b", "def deploy_70b"))
+    name = f"deploy_{args.size}" + (f"_{layers}" if args.layers else "")
+    path = work / f"{name}.py"
+    path.write_text(deploy_file(sizes).replace("def deploy_8b", f"def {name}"))
     small = work / "counter.py"
     small.write_text((ROOT / "examples" / "counter.py").read_text())
     started = time.perf_counter()
@@ -126,22 +293,44 @@ def main() -> None:
     read = median_ms(lambda: read_program(program))
     built = median_ms(lambda: pictures(big))
     [picture] = pictures(big)
-    print(f"graph JSON: {built:.0f} ms for {picture.node_count} nodes (target <= 300) | read_program of the same bytes {read:.0f} ms ({nodes} nodes): ratio {built / read:.2f}")
+    shaping = median_ms(lambda: shaped(picture.graphs))
+    drawn_nodes = shaped(picture.graphs)["graphs"][0]["nodes"]
+    print(
+        f"graph JSON: {built:.0f} ms for {picture.node_count} nodes (target <= 300), shaped for the layout in {shaping:.0f} ms "
+        f"({len(drawn_nodes) - picture.node_count} stand-ins) | read_program of the same bytes {read:.0f} ms ({nodes} nodes)"
+    )
     folders = {}
-    for name, result in (("big", big), ("tiny", tiny)):
-        folders[name] = work / f"page-{name}"
-        write(Page(pictures(result)), str(folders[name]))
+    for key, result, shape in (("shaped", big, True), ("unshaped", big, False), ("tiny", tiny, True)):
+        folders[key] = work / f"page-{key}"
+        write(Page(pictures(result), shape=shape), str(folders[key]))
+    query = f"?groupNodeChildrenCountThreshold={args.sections}" if args.sections is not None else ""
+    load_before = os.getloadavg()
+    rounds: dict[str, list[dict[str, dict[str, float | None]]]] = {"shaped": [], "unshaped": []}
     with Browser() as browser:
+        browser.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
         tiny_view, tiny_drawn = first_picture(browser, serve(folders["tiny"]), work / "tiny.png")
-        address = serve(folders["big"]) + (f"?groupNodeChildrenCountThreshold={args.sections}" if args.sections is not None else "")
-        view, drawn = first_picture(browser, address, work / "big.png")
+        urls = {key: serve(folders[key]) + query for key in rounds}
+        for _ in range(args.rounds):
+            for key in rounds:
+                rounds[key].append(round_of(browser, urls[key], drawn_nodes if key == "shaped" else picture.graphs["graphs"][0]["nodes"], work / key, layers))
         sections = browser.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')")
-        chosen, redrawn, node = expand_by_selecting(browser, "aten.pow", work / "expanded.png")
-    print(f"first picture (layers folded): graph view {view:.1f} s, drawn {drawn:.1f} s (target <= 3 s) | counter.py in the same browser: {tiny_view:.1f} s, {tiny_drawn:.1f} s")
-    drawn_text = "over 120 s (the page did not answer)" if redrawn is None else f"{redrawn:.2f} s ({redrawn / tiny_drawn:.1f}x counter.py's first picture)"
+    load_after = os.getloadavg()
     default = " (the page's default)" if sections == str(SECTION_SIZE) else ""
-    print(f"expanding, with artificial layers of at most {sections} children{default}: a node in a folded layer selected from the search ({node}): selected {chosen:.2f} s, its layers laid out and drawn {drawn_text}")
-    print(f"screenshots: {work}/big.png, {work}/tiny.png")
+    print(f"chromium, {args.rounds} rounds (medians, seconds), artificial layers of at most {sections} children{default}; counter.py's first picture: view {tiny_view:.1f}, drawn {tiny_drawn:.1f}")
+    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)")
+    print(f"{'':24} {'shaped (issue 47)':>34} {'unshaped (before)':>34}")
+    for action in rounds["shaped"][0]:
+        for measure in rounds["shaped"][0][action]:
+            row = []
+            for key in ("shaped", "unshaped"):
+                values = [r[action][measure] for r in rounds[key]]
+                got = [v for v in values if v is not None]
+                text = f"{statistics.median(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "-"
+                if len(got) < len(values):
+                    text += f" {len(values) - len(got)} over 120 s"
+                row.append(text)
+            print(f"{action + ': ' + measure:<40} {row[0]:>18} {row[1]:>34}")
+    print(f"screenshots: {work}/shaped, {work}/unshaped")
 
 
 if __name__ == "__main__":

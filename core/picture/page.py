@@ -5,7 +5,7 @@ torch in its process and answers the front end's requests; exportlens has the gr
 JSON already (:mod:`exportlens.core.picture.graph`) and must not run torch in the
 language server. So the built front end (``model_explorer/web_app`` of the pinned
 ``ai-edge-model-explorer`` wheel, Apache-2.0, never copied into this repository) is
-served as it is, with four changes made as it is served:
+served as it is, with five changes made as it is served:
 
 * its ``index.html`` loses the ``@font-face`` rules that point at Google's font CDN
   and the ``preconnect`` to it (the same fonts ship in ``static_files``): no request
@@ -29,11 +29,15 @@ served as it is, with four changes made as it is served:
   ``model-explorer-select-node-by-node-id`` message), and a newer result, for which it
   reloads; the address keeps the app's UI state (expanded layers, the selection);
 * its layout worker gets one fix (:data:`_SECTION_FIX`): Model Explorer's artificial
-  layers inside a top-level layer were laid out without their edges.
+  layers inside a top-level layer were laid out without their edges;
+* the graphs are served shaped for the layout (:mod:`exportlens.core.picture.shape`):
+  weights in the modules that use them, a stand-in in each repeated layer for a value
+  every layer takes.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exportlens.core.picture.graph import LEGEND, Picture
+from exportlens.core.picture.shape import shaped
 
 __all__ = ["INSTALL", "LICENSE", "SECTION_SIZE", "Page", "WebAppMissing", "web_app"]
 
@@ -242,11 +247,18 @@ class Page:
     """The page for some pictures: every file it is made of, by path under its folder.
 
     ``open``: the page reports a selected node to ``exportlens/open`` (the language
-    server's page); a static page does not.
+    server's page); a static page does not. ``shape``: the graphs are drawn shaped
+    for the layout (:mod:`exportlens.core.picture.shape`); False draws them as Model
+    Explorer's PyTorch adapter builds them (the bench compares the two).
     """
 
     pictures: Sequence[Picture]
     open: bool = False
+    shape: bool = True
+
+    @functools.cached_property
+    def _graphs(self) -> list[bytes]:
+        return [json.dumps(shaped(p.graphs) if self.shape else p.graphs).encode() for p in self.pictures]
 
     def _config(self) -> dict[str, Any]:
         labels = [p.target for p in self.pictures]
@@ -278,8 +290,9 @@ class Page:
         m = re.fullmatch(r"(graphs|node_data)/(\d+)\.json", path)
         if m is None or int(m.group(2)) >= len(self.pictures):
             return None
-        picture = self.pictures[int(m.group(2))]
-        return json.dumps(picture.graphs if m.group(1) == "graphs" else picture.node_data).encode()
+        if m.group(1) == "graphs":
+            return self._graphs[int(m.group(2))]
+        return json.dumps(self.pictures[int(m.group(2))].node_data).encode()
 
     def file(self, path: str) -> bytes | None:
         """The bytes of ``path`` (relative, ``/``-separated) of the page, or None."""

@@ -49,6 +49,7 @@ from exportlens.core.model.signature import SourceLine
 from exportlens.core.picture.graph import Picture, pictures
 from exportlens.core.picture.page import Page, WebAppMissing, web_app
 from exportlens.core.picture.serve import PageServer
+from exportlens.core.picture.shape import real_id
 from exportlens.core.project.files import root_of
 from exportlens.core.serde.codec import SchemaError
 from exportlens.core.serde.located import Program, UserFrames, at_lines, programs, tensor_text, value_text
@@ -291,7 +292,8 @@ class _Pages:
         page = self.server.page(number) if self.server is not None else None
         if page is None or not 0 <= model < len(page.pictures):
             return False
-        source = page.pictures[model].sources.get(node)
+        # A stand-in of a shared value leads to the line of the node it stands for.
+        source = page.pictures[model].sources.get(real_id(node))
         if source is None:
             return False
         where = types.Range(types.Position(source.line - 1, 0), types.Position(source.line - 1, 0))

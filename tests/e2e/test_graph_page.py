@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,6 +282,137 @@ def test_a_long_stack_of_layers_is_shown_in_sections(tmp_path: Path) -> None:
             text = _expand_by_selecting(b, "aten.relu")
             assert b.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')") is None
             assert "Artificial layer" not in text
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _decoder(layers: int) -> Any:
+    """A picture of a decoder of ``layers`` blocks, as :mod:`exportlens.core.picture.graph`
+    writes one (parameters in ``inputs``, a rotary table made before the blocks and
+    taken by each), built directly: ~1,200 nodes, no export."""
+    from exportlens.core.picture.graph import Picture
+
+    nodes: list[dict[str, Any]] = []
+
+    def node(id: str, label: str, namespace: str, *sources: str, attrs: tuple[tuple[str, str], ...] = ()) -> None:
+        nodes.append(
+            {
+                "id": id,
+                "label": label,
+                "namespace": namespace,
+                "attrs": [{"key": k, "value": v} for k, v in attrs],
+                "incomingEdges": [{"sourceNodeId": s, "sourceNodeOutputId": "0", "targetNodeInputId": str(j)} for j, s in enumerate(sources)],
+                "outputsMetadata": [{"id": "0", "attrs": [{"key": "tensor_shape", "value": "float32[4, 64]"}]}],
+            }
+        )
+
+    node("x", "x", "inputs", attrs=(("input", "USER_INPUT"),))
+    for i in range(layers):
+        for w in ("wq", "wo", "w1", "w2"):
+            node(f"p_layers_{i}_{w}_weight", f"p_layers_{i}_{w}_weight", "inputs", attrs=(("input", f"PARAMETER layers.{i}.{w}.weight"),))
+    node("cos", "aten.cos", "m.Decoder", "x", attrs=(("source", "m.py:5"),))
+    prev = "x"
+    for i in range(layers):
+        block = f"m.Decoder/m.Block_{i}"
+        node(f"pow_{i}", "aten.pow", f"{block}/m.RMSNorm_norm", prev, attrs=(("source", "m.py:10"),))
+        node(f"mean_{i}", "aten.mean", f"{block}/m.RMSNorm_norm", f"pow_{i}", attrs=(("source", "m.py:10"),))
+        node(f"mul_{i}", "aten.mul", f"{block}/m.RMSNorm_norm", prev, f"mean_{i}", attrs=(("source", "m.py:11"),))
+        node(f"q_{i}", "aten.linear", f"{block}/m.Attention_attn/nn.Linear_wq", f"mul_{i}", f"p_layers_{i}_wq_weight")
+        node(f"rot_{i}", "aten.mul", f"{block}/m.Attention_attn", f"q_{i}", "cos", attrs=(("source", "m.py:20"),))
+        node(f"o_{i}", "aten.linear", f"{block}/m.Attention_attn/nn.Linear_wo", f"rot_{i}", f"p_layers_{i}_wo_weight")
+        node(f"add_{i}", "aten.add", block, prev, f"o_{i}", attrs=(("source", "m.py:30"),))
+        node(f"h_{i}", "aten.linear", f"{block}/m.MLP_mlp/nn.Linear_w1", f"add_{i}", f"p_layers_{i}_w1_weight")
+        node(f"silu_{i}", "aten.silu", f"{block}/m.MLP_mlp", f"h_{i}", attrs=(("source", "m.py:40"),))
+        node(f"d_{i}", "aten.linear", f"{block}/m.MLP_mlp/nn.Linear_w2", f"silu_{i}", f"p_layers_{i}_w2_weight")
+        node(f"out_{i}", "aten.add", block, f"add_{i}", f"d_{i}", attrs=(("source", "m.py:31"),))
+        prev = f"out_{i}"
+    node("output", "output", "", prev)
+    return Picture("Decoder", {"graphs": [{"id": "graph", "nodes": nodes}]}, {"name": "exportlens", "results": {}})
+
+
+def _ui_state(b) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    try:
+        return dict(json.loads(b.js("new URLSearchParams(location.search).get('data')"))["uiState"]["paneStates"][0])
+    except (TypeError, ValueError, KeyError, IndexError):
+        return {}
+
+
+def _settled(b, shot: Path) -> bytes:  # type: ignore[no-untyped-def]
+    """The picture once two screenshots a moment apart are the same (animations done)."""
+    last = b.screenshot(str(shot))
+    for _ in range(240):
+        time.sleep(0.5)
+        now = b.screenshot(str(shot))
+        if now == last:
+            return now
+        last = now
+    raise AssertionError("the picture never settled")
+
+
+# Generous bounds for a loaded 2-core CI machine: the test proves the behaviour, the
+# bench (bench/bench_graph_picture.py) measures the speed.
+BOUND_S = 120
+
+
+def test_an_80_layer_page_selects_from_the_cursor_and_opens_a_layer(tmp_path: Path) -> None:
+    """The cursor's message (``model-explorer-select-node-by-node-id``, what the page
+    sends for ``exportlens/cursor``) shows a node inside a folded layer: selected, its
+    layers expanded, its line in the side panel. A folded layer double-clicked opens:
+    its id among the expanded layers of the UI state and the picture redrawn. The
+    page serves the graph shaped (no parameter left in ``inputs``, a stand-in of the
+    table in each block), every node of the picture still in it."""
+    from exportlens.core.picture.page import Page, write
+    from tests.chromium import Browser
+
+    picture = _decoder(80)
+    folder = tmp_path / "page"
+    write(Page([picture]), str(folder))
+    served = json.loads((folder / "exportlens" / "graphs" / "0.json").read_text())["graphs"][0]["nodes"]
+    ids = {n["id"]: n for n in served}
+    assert set(ids) >= {n["id"] for n in picture.graphs["graphs"][0]["nodes"]}
+    assert [n["id"] for n in served if n["namespace"] == "inputs"] == ["x"]
+    assert ids["rot_40"]["incomingEdges"][1]["sourceNodeId"] == "cos@m.Block_40"
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    shot = ARTIFACTS / "decoder.png"
+    try:
+        with Browser() as b:
+            b.go(url)
+            b.wait("the graph view", lambda: "op node count" in b.text(), timeout=BOUND_S)
+            b.wait("a picture", lambda: _not_blank(b.screenshot(str(shot))) > 0.005, timeout=BOUND_S)
+            # The cursor on a line of block 70 (folded): the node shown with its line.
+            b.js("window.postMessage({cmd: 'model-explorer-select-node-by-node-id', nodeId: 'silu_70'}, '*')")
+            state = b.wait("the node selected", lambda: (s := _ui_state(b)) and s.get("selectedNodeId") == "silu_70" and s, timeout=BOUND_S)
+            assert any("m.Block_70/m.MLP_mlp" in g for g in state["deepestExpandedGroupNodeIds"]), state
+            b.wait("the node's info", lambda: "silu_70" in (t := b.text()) and "m.py:40" in t, timeout=BOUND_S)
+            # Block 40, folded, shown (its id, sections included, from a first visit), then double-clicked.
+            b.js("window.postMessage({cmd: 'model-explorer-select-node-by-node-id', nodeId: 'pow_40'}, '*')")
+            state = b.wait("block 40 revealed", lambda: (s := _ui_state(b)) and s.get("selectedNodeId") == "pow_40" and s, timeout=BOUND_S)
+            path = next(g for g in state["deepestExpandedGroupNodeIds"] if "m.Block_40/" in g).split("/")
+            block = "/".join(path[: path.index("m.Block_40") + 1]) + "___group___"
+            b.go("about:blank")
+            b.go(url)
+            b.wait("the graph view", lambda: "op node count" in b.text(), timeout=BOUND_S)
+            b.js(f"window.postMessage({{cmd: 'model-explorer-select-node-by-node-id', nodeId: {block!r}}}, '*')")
+            b.wait("block 40 shown", lambda: _ui_state(b).get("selectedNodeId") == block, timeout=BOUND_S)
+            assert block not in _ui_state(b).get("deepestExpandedGroupNodeIds", [])
+            _settled(b, shot)  # centred: the zoom's animation done
+            # Model Explorer expands on a double-click over the node the mouse hovers.
+            x, y, w, h = b.js("(() => { const r = document.querySelector('canvas').getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
+            for dx in (1, 0):
+                b.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + w / 2 + dx, y=y + h / 2)
+            before = _settled(b, shot)
+            for kind, count in (("mousePressed", 1), ("mouseReleased", 1), ("mousePressed", 2), ("mouseReleased", 2)):
+                b.call("Input.dispatchMouseEvent", type=kind, x=x + w / 2, y=y + h / 2, button="left", clickCount=count)
+            b.wait("block 40 open", lambda: block in _ui_state(b).get("deepestExpandedGroupNodeIds", []), timeout=BOUND_S)
+            b.wait("block 40 drawn", lambda: b.screenshot(str(ARTIFACTS / "decoder-open.png")) != before, timeout=BOUND_S)
     finally:
         httpd.shutdown()
         httpd.server_close()

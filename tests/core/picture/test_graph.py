@@ -230,3 +230,32 @@ def test_each_line_lists_the_nodes_it_made_from_every_frame(tmp_path: Path) -> N
     order = [n.name for n in ep.graph.nodes]
     for ids in pic.made.values():
         assert ids == sorted(ids, key=order.index)
+
+
+def test_the_shaped_picture_keeps_every_node_with_its_line() -> None:
+    """The graph the page draws (:mod:`exportlens.core.picture.shape`) of a real
+    export: every node of the program with its label and attributes (its line among
+    them), in its module -- a parameter or buffer now in the module that uses it --
+    and each of the 4 blocks taking the rotary tables from its own stand-in."""
+    from exportlens.core.picture.shape import shaped
+
+    ep, path = _case("tiny_transformer")
+    pic = picture(_target(ep), path=path)
+    before = {n["id"]: n for n in pic.graphs["graphs"][0]["nodes"]}
+    after = {n["id"]: n for n in shaped(pic.graphs)["graphs"][0]["nodes"]}
+    assert {node.name for node in ep.graph.nodes} <= set(after)
+    moved = 0
+    for id, node in before.items():
+        assert after[id]["label"] == node["label"] and after[id]["attrs"] == node["attrs"], id
+        if after[id]["namespace"] != node["namespace"]:
+            attrs = {a["key"]: a["value"] for a in node["attrs"]}
+            assert node["namespace"] == "inputs" and attrs["input"].startswith(("PARAMETER", "BUFFER", "CONSTANT_TENSOR")), id
+            moved += 1
+    assert moved >= 4 * 4  # each block's weights at least
+    standins = {id: n for id, n in after.items() if id not in before}
+    blocks = {n["namespace"].split("/")[1] for n in standins.values()}
+    assert len(blocks) == 4, blocks
+    for producer in {n["label"] for n in standins.values()}:
+        takers = [n for n in after.values() if any(e["sourceNodeId"] == producer for e in n["incomingEdges"])]
+        inside = [n["id"] for n in takers if len(n["namespace"].split("/")) > 1 and n["namespace"].split("/")[1] in blocks]
+        assert not inside, (producer, inside)
