@@ -7,8 +7,11 @@
   (:mod:`exportlens.core.picture.shape`), beside ``read_program`` of the same bytes
   (what every editor feature already pays once per result): medians of 5;
 - in headless chromium (``tests/chromium.py``), each round a fresh load of the page
-  shaped (what exportlens serves) and, in the same browser and rounds, unshaped (the
-  graph as Model Explorer's PyTorch adapter builds it: today's page before issue 47):
+  as exportlens serves it (shaped, without animations at this size) and, in the same
+  browser and rounds, with ``--compare animated`` (the default) the same page with
+  Model Explorer's animations (the address's ``animations=1``), or with ``--compare
+  unshaped`` the graph as Model Explorer's PyTorch adapter builds it (the page before
+  issue 47, animations as the page's default):
 
   * the first picture: from the navigation to the graph view, and to a drawn,
     non-blank canvas (layers folded), beside ``examples/counter.py``'s;
@@ -25,7 +28,7 @@
   ``answered`` (the page recorded the result in its UI state: the expanded layer, the
   selection), ``drawn`` (the page's second frame begun after the worker's answer:
   the first frame drawing it is done) and ``settled`` (the frame after the last slow
-  one: the expansion's and the zoom's animations done), from the page's own frame
+  one: the expansion's and the zoom's animations done, where on), from the page's own frame
   timestamps (the same hook). A screenshot after the action must differ from the one
   just before it, else the action counts as not drawn. Medians of ``--rounds``.
 
@@ -34,7 +37,7 @@ folded layer <= 1 s each, to the page answering with the result drawn. The machi
 load (``os.getloadavg``) is printed before and after: on a shared machine the drawing
 (Chromium's software WebGL and compositing) slows with it.
 
-    .venv/bin/python bench/bench_graph_picture.py [--size 70b|8b] [--layers N] [--rounds N] [--sections N]
+    .venv/bin/python bench/bench_graph_picture.py [--size 70b|8b] [--layers N] [--rounds N] [--sections N] [--compare animated|unshaped]
 """
 
 from __future__ import annotations
@@ -269,6 +272,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each a fresh load of the page (medians are printed)")
     parser.add_argument("--work", default=None, metavar="DIR", help="the folder of the files and their result cache (default: a new one; an earlier run's skips the export)")
     parser.add_argument("--sections", type=int, default=None, metavar="N", help="Model Explorer's artificial layers of at most N children (default: the page's SECTION_SIZE; 1000 is Model Explorer's own default)")
+    parser.add_argument("--compare", choices=("animated", "unshaped"), default="animated", help="the second page: the same with Model Explorer's animations, or the graph unshaped")
     args = parser.parse_args()
     from exportlens.core.picture.graph import pictures
     from exportlens.core.picture.page import SECTION_SIZE, Page, write
@@ -300,29 +304,36 @@ def main() -> None:
         f"({len(drawn_nodes) - picture.node_count} stand-ins) | read_program of the same bytes {read:.0f} ms ({nodes} nodes)"
     )
     folders = {}
-    for key, result, shape in (("shaped", big, True), ("unshaped", big, False), ("tiny", tiny, True)):
+    for key, result, shape in (("shaped", big, True), ("unshaped", big, False), ("tiny", tiny, True)) if args.compare == "unshaped" else (("shaped", big, True), ("tiny", tiny, True)):
         folders[key] = work / f"page-{key}"
         write(Page(pictures(result), shape=shape), str(folders[key]))
     query = f"?groupNodeChildrenCountThreshold={args.sections}" if args.sections is not None else ""
     load_before = os.getloadavg()
-    rounds: dict[str, list[dict[str, dict[str, float | None]]]] = {"shaped": [], "unshaped": []}
+    other = args.compare
+    rounds: dict[str, list[dict[str, dict[str, float | None]]]] = {"shaped": [], other: []}
     with Browser() as browser:
         browser.call("Page.addScriptToEvaluateOnNewDocument", source=HOOK)
         tiny_view, tiny_drawn = first_picture(browser, serve(folders["tiny"]), work / "tiny.png")
-        urls = {key: serve(folders[key]) + query for key in rounds}
+        urls = {key: serve(folders[key]) + query for key in rounds if key in folders}
+        if other == "animated":
+            urls[other] = urls["shaped"] + ("&" if query else "?") + "animations=1"
+        animated: dict[str, bool] = {}
         for _ in range(args.rounds):
             for key in rounds:
-                rounds[key].append(round_of(browser, urls[key], drawn_nodes if key == "shaped" else picture.graphs["graphs"][0]["nodes"], work / key, layers))
+                (work / key).mkdir(exist_ok=True)
+                rounds[key].append(round_of(browser, urls[key], picture.graphs["graphs"][0]["nodes"] if key == "unshaped" else drawn_nodes, work / key, layers))
+                animated[key] = browser.js("new URLSearchParams(location.search).get('animations')") == "1"
         sections = browser.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')")
     load_after = os.getloadavg()
     default = " (the page's default)" if sections == str(SECTION_SIZE) else ""
     print(f"chromium, {args.rounds} rounds (medians, seconds), artificial layers of at most {sections} children{default}; counter.py's first picture: view {tiny_view:.1f}, drawn {tiny_drawn:.1f}")
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)")
-    print(f"{'':24} {'shaped (issue 47)':>34} {'unshaped (before)':>34}")
+    names = {key: ("shaped" if key != "unshaped" else "unshaped") + (", animated" if animated[key] else ", still") for key in rounds}
+    print(f"{'':24} {names['shaped']:>34} {names[other]:>34}")
     for action in rounds["shaped"][0]:
         for measure in rounds["shaped"][0][action]:
             row = []
-            for key in ("shaped", "unshaped"):
+            for key in ("shaped", other):
                 values = [r[action][measure] for r in rounds[key]]
                 got = [v for v in values if v is not None]
                 text = f"{statistics.median(got):.2f} ({min(got):.2f}-{max(got):.2f})" if got else "-"
@@ -330,7 +341,7 @@ def main() -> None:
                     text += f" {len(values) - len(got)} over 120 s"
                 row.append(text)
             print(f"{action + ': ' + measure:<40} {row[0]:>18} {row[1]:>34}")
-    print(f"screenshots: {work}/shaped, {work}/unshaped")
+    print(f"screenshots: {work}/shaped, {work}/{other}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ torch in its process and answers the front end's requests; exportlens has the gr
 JSON already (:mod:`exportlens.core.picture.graph`) and must not run torch in the
 language server. So the built front end (``model_explorer/web_app`` of the pinned
 ``ai-edge-model-explorer`` wheel, Apache-2.0, never copied into this repository) is
-served as it is, with five changes made as it is served:
+served as it is, with six changes made as it is served:
 
 * its ``index.html`` loses the ``@font-face`` rules that point at Google's font CDN
   and the ``preconnect`` to it (the same fonts ship in ``static_files``): no request
@@ -30,6 +30,13 @@ served as it is, with five changes made as it is served:
   reloads; the address keeps the app's UI state (expanded layers, the selection);
 * its layout worker gets one fix (:data:`_SECTION_FIX`): Model Explorer's artificial
   layers inside a top-level layer were laid out without their edges;
+* its animations (an expansion's, the zoom's, a selected node's shake, the side
+  panel's) can be turned off (:data:`_STILL_FIXES`): the address's ``animations=0``,
+  the default for a page with a graph of more than :data:`STILL_OVER` nodes. Each of
+  their frames redraws the whole graph, which in software WebGL (a browser without a
+  GPU) takes a quarter to most of a second at that size. Model Explorer's own
+  ``test_mode=1`` would also do it, but it stops reading and saving the person's
+  display settings and node styling rules and shortens the search's pages;
 * the graphs are served shaped for the layout (:mod:`exportlens.core.picture.shape`):
   weights in the modules that use them, a stand-in in each repeated layer for a value
   every layer takes.
@@ -49,7 +56,7 @@ from typing import Any
 from exportlens.core.picture.graph import LEGEND, Picture
 from exportlens.core.picture.shape import shaped
 
-__all__ = ["INSTALL", "LICENSE", "SECTION_SIZE", "Page", "WebAppMissing", "web_app"]
+__all__ = ["INSTALL", "LICENSE", "SECTION_SIZE", "STILL_OVER", "Page", "WebAppMissing", "web_app"]
 
 INSTALL = "pip install 'exportlens[graph]'"
 LICENSE = (
@@ -97,6 +104,22 @@ _ABSOLUTE_STATIC = re.compile(r"(?<=[(\"'])/static_files/")
 # nodes and layers of its own (a 39-op attention becomes three sections).
 SECTION_SIZE = 16
 
+# A page with a graph of more than this many nodes draws without animations, unless its
+# address says ``animations=1``.
+STILL_OVER = 1000
+
+# Model Explorer's animations (0.1.34's main bundle), each skipped as its test mode
+# skips it when the page sets ``window.__exportlensStill``: the expansion's progress
+# and the side panel's width (1 at once), the zoom's and the SVG labels' transitions
+# (0 s), the selected node's shake (none). Each old text occurs that many times; a
+# bundle where one does not is served as it is (its animations on).
+_STILL = "window.__exportlensStill"
+_STILL_FIXES = (
+    ("testMode?1:Math.min(1,", f"testMode||{_STILL}?1:Math.min(1,", 2),
+    ("testMode?0:", f"testMode||{_STILL}?0:", 2),
+    ("shakeNode(e){if(this.appService.testMode)return;", f"shakeNode(e){{if(this.appService.testMode||{_STILL})return;", 1),
+)
+
 # Model Explorer's bug (0.1.34, ``splitLargeGroupNodes`` in its worker), fixed as the
 # worker is served: the sections of a layer at the top level (namespace "", as every
 # PyTorch program's root module is) get the namespace ``"/" + label``, and every layer
@@ -129,6 +152,12 @@ _SHIM = r"""
     params.set("groupNodeChildrenCountThreshold", String(config.sectionSize));
     changed = true;
   }
+  // Animations off (``STILL_OVER``) unless the address says ``animations=1``.
+  if (!params.get("animations")) {
+    params.set("animations", config.still ? "0" : "1");
+    changed = true;
+  }
+  window.__exportlensStill = params.get("animations") === "0";
   if (changed) history.replaceState(null, "", base + "?" + params.toString());
   var realFetch = window.fetch.bind(window);
   function json(value) {
@@ -273,6 +302,7 @@ class Page:
             "legend": [list(item[:2]) for item in LEGEND],
             "open": self.open,
             "sectionSize": SECTION_SIZE,
+            "still": any(p.node_count > STILL_OVER for p in self.pictures),
         }
 
     def index_html(self) -> bytes:
@@ -337,6 +367,18 @@ def app_file(path: str) -> bytes | None:
         data = _ABSOLUTE_STATIC.sub("static_files/", data.decode()).encode()
     elif re.fullmatch(r"worker-[A-Za-z0-9]+\.js", path):
         data = data.replace(_SECTION_FIX[0].encode(), _SECTION_FIX[1].encode(), 1)
+    elif re.fullmatch(r"main-[A-Za-z0-9]+\.js", path):
+        data = still_fixed(data)
+    return data
+
+
+def still_fixed(data: bytes) -> bytes:
+    """Model Explorer's main bundle with its animations skipped when the page says so
+    (:data:`_STILL_FIXES`), or as it is where one of them does not match."""
+    if any(data.count(old.encode()) != count for old, _new, count in _STILL_FIXES):
+        return data
+    for old, new, _count in _STILL_FIXES:
+        data = data.replace(old.encode(), new.encode())
     return data
 
 

@@ -273,6 +273,9 @@ def test_a_long_stack_of_layers_is_shown_in_sections(tmp_path: Path) -> None:
             text = _expand_by_selecting(b, "aten.relu")
             address = b.js("new URLSearchParams(location.search).get('groupNodeChildrenCountThreshold')")
             assert address == str(SECTION_SIZE)
+            # A small graph keeps Model Explorer's animations (``STILL_OVER``).
+            assert b.js("new URLSearchParams(location.search).get('animations')") == "1"
+            assert b.js("window.__exportlensStill") is False
             assert "Artificial layer" in text, text[:600]
             assert "section_1_of_" in b.js("decodeURIComponent(location.search)"), "the expanded section is not in the UI state"
             # Model Explorer's own setting, saved by its settings dialog, is left alone.
@@ -361,8 +364,10 @@ def test_an_80_layer_page_selects_from_the_cursor_and_opens_a_layer(tmp_path: Pa
     layers expanded, its line in the side panel. A folded layer double-clicked opens:
     its id among the expanded layers of the UI state and the picture redrawn. The
     page serves the graph shaped (no parameter left in ``inputs``, a stand-in of the
-    table in each block), every node of the picture still in it."""
-    from exportlens.core.picture.page import Page, write
+    table in each block), every node of the picture still in it. A graph this big is
+    drawn without Model Explorer's animations (the address's ``animations=0``), unless
+    the address asks for them."""
+    from exportlens.core.picture.page import STILL_OVER, Page, write
     from tests.chromium import Browser
 
     picture = _decoder(80)
@@ -387,6 +392,11 @@ def test_an_80_layer_page_selects_from_the_cursor_and_opens_a_layer(tmp_path: Pa
             b.go(url)
             b.wait("the graph view", lambda: "op node count" in b.text(), timeout=BOUND_S)
             b.wait("a picture", lambda: _not_blank(b.screenshot(str(shot))) > 0.005, timeout=BOUND_S)
+            assert picture.node_count > STILL_OVER
+            assert b.js("new URLSearchParams(location.search).get('animations')") == "0"
+            assert b.js("window.__exportlensStill") is True
+            # The served bundle skips the expansion's animation when told: its progress 1 at once.
+            assert b.js("fetch(Array.from(document.scripts).map(s => s.src).find(s => /main-/.test(s))).then(r => r.text()).then(t => t.includes('testMode||window.__exportlensStill?1:Math.min(1,'))") is True
             # The cursor on a line of block 70 (folded): the node shown with its line.
             b.js("window.postMessage({cmd: 'model-explorer-select-node-by-node-id', nodeId: 'silu_70'}, '*')")
             state = b.wait("the node selected", lambda: (s := _ui_state(b)) and s.get("selectedNodeId") == "silu_70" and s, timeout=BOUND_S)
@@ -413,6 +423,11 @@ def test_an_80_layer_page_selects_from_the_cursor_and_opens_a_layer(tmp_path: Pa
                 b.call("Input.dispatchMouseEvent", type=kind, x=x + w / 2, y=y + h / 2, button="left", clickCount=count)
             b.wait("block 40 open", lambda: block in _ui_state(b).get("deepestExpandedGroupNodeIds", []), timeout=BOUND_S)
             b.wait("block 40 drawn", lambda: b.screenshot(str(ARTIFACTS / "decoder-open.png")) != before, timeout=BOUND_S)
+            # The address's choice wins over the size.
+            b.go("about:blank")
+            b.go(url + "?animations=1")
+            b.wait("the graph view", lambda: "op node count" in b.text(), timeout=BOUND_S)
+            assert b.js("window.__exportlensStill") is False
     finally:
         httpd.shutdown()
         httpd.server_close()
