@@ -12,7 +12,7 @@ import pytest
 
 from tests.server.lsp_client import Doc, RecordingClient, running_server
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.needs_speedup("preloading")]
 
 LIBRARY = "MUTATES = {mutates}\n"
 

@@ -40,7 +40,7 @@ def _logged(client: RecordingClient, pattern: str) -> list[str]:
     return [m.message for m in client.log_messages if re.search(pattern, m.message)]
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork"])
+@pytest.mark.parametrize("method", ["spawn", pytest.param("fork", marks=pytest.mark.needs_speedup("standby job"))])  # seen by its job started ahead
 async def test_the_editor_setting_chooses_and_the_log_says_so(tmp_path: Path, method: str) -> None:
     shutil.copy(EXAMPLES / "counter.py", tmp_path / "counter.py")
     options = {"cache_dir": str(tmp_path / "cache"), "startMethod": method}

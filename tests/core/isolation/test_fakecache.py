@@ -24,6 +24,8 @@ from exportlens.core.isolation.warmup import warm_up
 from exportlens.core.model.request import ExportRequest, Limits
 from tests.core.isolation.forks import in_child
 
+pytestmark = pytest.mark.needs_speedup("fake-tensor answers")  # what it checks is that speed-up's (tests/conftest.py)
+
 
 class Block(torch.nn.Module):
     def __init__(self) -> None:

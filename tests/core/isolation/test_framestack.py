@@ -20,6 +20,8 @@ from exportlens.core.isolation.speedups import framestack
 from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.models import add_model, request_for
 
+pytestmark = pytest.mark.needs_speedup("frame stack")  # what it checks is that speed-up's (tests/conftest.py)
+
 REPS = 200
 DEPTHS = 400  # frames of ~100 bytes: more than one 16 kB chunk of the frame stack
 

@@ -22,6 +22,8 @@ from exportlens.core.isolation.startmethod import StartMethod
 from tests.core.isolation.forks import in_child
 from tests.core.isolation.models import add_model, request_for
 
+pytestmark = pytest.mark.needs_speedup("hot pages")  # what it checks is that speed-up's (tests/conftest.py)
+
 FORK = StartMethod("fork", "hot pages are what forks of the worker copy")  # whatever the session's start method
 
 PAGES = 64

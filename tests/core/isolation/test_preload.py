@@ -26,6 +26,8 @@ from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.model.request import ExportRequest, Limits
 from exportlens.core.model.results import FileResult
 
+pytestmark = pytest.mark.needs_speedup("preloading")  # what it checks is that speed-up's (tests/conftest.py)
+
 ROOMY = Limits(timeout_s=600, memory_mb=8192)
 # Tests that count which processes imported a library: forks inherit the worker's, a
 # spawned job imports them itself while it warms up (``test_spawn`` checks that).

@@ -105,6 +105,7 @@ def test_a_symlink_is_not_followed(path: str, tmp_path: Path) -> None:
     assert preload_record.read(path) == Record()
 
 
+@pytest.mark.needs_speedup("preloading")
 def test_a_refusal_holds_for_its_version_only(path: str, tmp_path: Path) -> None:
     init = tmp_path / "site" / "threadlib" / "__init__.py"
     init.parent.mkdir(parents=True)

@@ -131,6 +131,7 @@ def test_a_fork_torch_refuses_cuda_is_run_again_spawned_and_remembered(tmp_path:
     assert "zygote" in other.output_tail
 
 
+@pytest.mark.needs_speedup("preloading")
 def test_a_spawned_standby_imports_what_the_worker_preloaded_before_its_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Preloading where it applies: the worker still learns which libraries jobs
     import and imports them while idle (under the same refusal rule); a spawned job

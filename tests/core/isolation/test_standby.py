@@ -12,6 +12,8 @@ from exportlens.core.isolation.pool import WorkerPool
 from exportlens.core.model.request import Limits
 from tests.core.isolation.models import add_model, request_for
 
+pytestmark = pytest.mark.needs_speedup("standby job")  # what it checks is that speed-up's (tests/conftest.py)
+
 MODEL = add_model(
     '''import os
 import torch
