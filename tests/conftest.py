@@ -63,6 +63,18 @@ def _skip_switched_off_speedups(items: list[pytest.Item]) -> None:
                 break
 
 
+def as_a_shell_starts_it() -> None:
+    """For ``preexec_fn``, in a child a test stops with Ctrl-C: SIGINT unblocked and at
+    its default, as a shell starts a foreground job. An ignored or blocked SIGINT is
+    inherited across exec from whatever the test process inherited (a suite started
+    in the background by a non-interactive shell ignores it) or an earlier test left,
+    and Python installs its Ctrl-C handler only over the default."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Every CLI run of the session (and every in-process ``ResultCache()``) uses one

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, run_cli
+from tests.conftest import EXAMPLES, ROOT, as_a_shell_starts_it, run_cli
 
 pytest.importorskip("model_explorer")
 
@@ -85,7 +85,7 @@ def test_open_serves_the_page_on_loopback_until_interrupted(tmp_path: Path) -> N
     browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
     browser.chmod(0o755)
     env = dict(os.environ, PYTHONWARNINGS="ignore", BROWSER=str(browser))
-    proc = subprocess.Popen([sys.executable, "-m", "exportlens", "graph", str(MODEL), "--open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "exportlens", "graph", str(MODEL), "--open"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=as_a_shell_starts_it)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()

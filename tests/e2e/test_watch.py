@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, as_a_shell_starts_it
 
 MODEL = """import torch
 from helper import scale
@@ -87,15 +87,6 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def as_a_shell_starts_it() -> None:
-    """In the child, before exec: SIGINT unblocked and at its default, as a shell
-    starts a foreground job. An ignored or blocked SIGINT is inherited across exec
-    from whatever the test process inherited or an earlier test left, and Python
-    installs its Ctrl-C handler only over the default."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def signal_state(pid: int) -> str:
