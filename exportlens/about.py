@@ -18,7 +18,7 @@ from exportlens import __version__
 from exportlens.core import torchversion
 from exportlens.core.contract.snapshot import FORMAT_VERSION
 from exportlens.core.isolation import capabilities, startmethod
-from exportlens.core.isolation.speedups import switches
+from exportlens.core.isolation.speedups import plugins
 from exportlens.core.isolation.startmethod import StartMethod
 from exportlens.core.project.settings import settings_for
 from exportlens.core.serde.schema import SCHEMA_VERSION
@@ -70,7 +70,7 @@ def report() -> str:
         ("start method", str(start_method())),
         ("supervision", "; ".join(capabilities.describe())),
     ]
-    rows += [(name, state.why) for name, state in switches.states()]  # each speed-up of the workers
+    rows += [(name, state.why) for name, state in plugins.states()]  # each speed-up of the workers
     rows += [(name, installed(name) or "not installed") for name in OPTIONAL]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)

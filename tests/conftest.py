@@ -50,9 +50,9 @@ def _skip_switched_off_speedups(items: list[pytest.Item]) -> None:
     does (``core/isolation/speedups``): where the environment switches it off
     (``EXPORTLENS_SPEEDUPS=off``, the CI row that runs the core alone, or its own
     variable) there is nothing to check, and the test says so as its skip reason."""
-    from exportlens.core.isolation.speedups import switches
+    from exportlens.core.isolation.speedups import plugins
 
-    states = dict(switches.states())
+    states = dict(plugins.states())
     for item in items:
         marker = item.get_closest_marker("needs_speedup")
         if marker is None:

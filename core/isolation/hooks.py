@@ -17,8 +17,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from exportlens.core.isolation.supervise import Attempt
+    from exportlens.core.isolation.messages import Imported
     from exportlens.core.model.request import ExportRequest
+
+
+class Lessons(Protocol):
+    """What a job taught after its result (``supervise.Attempt`` has them)."""
+
+    imported: Imported | None  # the library modules it imported
+    fake_cache: bytes  # the fake-tensor calls it made
 
 
 class Worker(Protocol):
@@ -29,6 +36,10 @@ class Worker(Protocol):
 
     def input_waiting(self) -> bool:
         """Whether a request (or an exit) waits to be read."""
+        ...
+
+    def model_text(self, request: ExportRequest) -> str:
+        """The text of the request's model file, as its job will run it."""
         ...
 
     def drop_standbys(self, forks_only: bool = False) -> None:
@@ -58,7 +69,7 @@ class SpeedUp:
         worker has no idle moment before them). Why the worker must retire, if any."""
         return None
 
-    def learn(self, attempt: Attempt, forked: bool) -> None:
+    def learn(self, attempt: Lessons, forked: bool) -> None:
         """A job is over: keep what it told (``attempt``) for later ones. ``forked``:
         it was a fork of this worker, not a spawned interpreter."""
 

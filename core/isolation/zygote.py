@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from exportlens.core.isolation import capabilities
-from exportlens.core.isolation.attempts import run_request
+from exportlens.core.isolation.attempts import read_model, run_request
 from exportlens.core.isolation.forking import Forker, Job, close_job, end_job
 from exportlens.core.isolation.messages import (
     Cancel,
@@ -57,7 +57,7 @@ from exportlens.core.isolation.pipes import Tail, drain
 from exportlens.core.isolation.procs import signal_group
 from exportlens.core.isolation.reaper import become_subreaper, children, kill_strays
 from exportlens.core.isolation.spawning import Spawner, fork_refused
-from exportlens.core.isolation.speedups import fakecache, framestack, plugins, switches
+from exportlens.core.isolation.speedups import fakecache, framestack, plugins
 from exportlens.core.isolation.speedups.preload import Preloader, one_blas_thread
 from exportlens.core.isolation.starters import JobStarter
 from exportlens.core.isolation.supervise import Attempt, read_lessons, supervise
@@ -270,6 +270,10 @@ class Zygote:
         waits += [s for s in (speedup.idle_timeout(idle_s) for speedup in self.speedups) if s is not None]
         return min(waits)
 
+    def model_text(self, request: ExportRequest) -> str:
+        """The text of the request's model file, as its job will run it."""
+        return request.source if request.source is not None else read_model(request.path)
+
     def drop_standbys(self, forks_only: bool = False) -> None:
         """Kill the job processes started ahead: they lack what the worker is about to
         hold (a spawned one too, unless ``forks_only``: it holds what it imported itself)."""
@@ -443,7 +447,7 @@ def main() -> None:
     print(f"exportlens worker: start method {method}", file=sys.stderr)
     for line in capabilities.describe():
         print(f"exportlens worker: supervision {line}", file=sys.stderr)
-    for name, state in switches.states():
+    for name, state in plugins.states():
         print(f"exportlens worker: speed-up {name} {state.why}", file=sys.stderr)
     if wake_w >= 0:
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)

@@ -37,9 +37,9 @@ served as it is, with six changes made as it is served:
   GPU) takes a quarter to most of a second at that size. Model Explorer's own
   ``test_mode=1`` would also do it, but it stops reading and saving the person's
   display settings and node styling rules and shortens the search's pages;
-* the graphs are served shaped for the layout (:mod:`exportlens.core.picture.shape`):
-  weights in the modules that use them, a stand-in in each repeated layer for a value
-  every layer takes.
+* a graph of more than :data:`STILL_OVER` nodes is served shaped for the layout
+  (:mod:`exportlens.core.picture.shape`): weights in the modules that use them, a
+  stand-in in each repeated layer for a value every layer takes.
 """
 
 from __future__ import annotations
@@ -287,7 +287,8 @@ class Page:
 
     @functools.cached_property
     def _graphs(self) -> list[bytes]:
-        return [json.dumps(shaped(p.graphs) if self.shape else p.graphs).encode() for p in self.pictures]
+        # Shaped where the layout needs it (over ``STILL_OVER`` nodes); a small graph is drawn as it is.
+        return [json.dumps(shaped(p.graphs) if self.shape and p.node_count > STILL_OVER else p.graphs).encode() for p in self.pictures]
 
     def _config(self) -> dict[str, Any]:
         labels = [p.target for p in self.pictures]

@@ -40,16 +40,13 @@ import dataclasses
 import gc
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import msgpack
 
-from exportlens.core.isolation.hooks import SpeedUp, Worker
+from exportlens.core.isolation.hooks import Lessons, SpeedUp, Worker
 from exportlens.core.isolation.speedups import observable, switches
 from exportlens.core.trace import mark
-
-if TYPE_CHECKING:
-    from exportlens.core.isolation.supervise import Attempt
 
 STATE = switches.decide("EXPORTLENS_FAKE_CACHE", gains="the fake-tensor calls jobs made are answered in the worker, for later jobs to inherit")
 ENABLED = STATE.on
@@ -530,7 +527,7 @@ class AnswerSpeedUp(SpeedUp):
         self.after_result(worker)
         return True, None
 
-    def learn(self, attempt: Attempt, forked: bool) -> None:
+    def learn(self, attempt: Lessons, forked: bool) -> None:
         if attempt.fake_cache and forked:  # a spawned job's fake tensors are none of ours
             self.answers.learn(attempt.fake_cache)
 

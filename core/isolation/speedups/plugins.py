@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from exportlens.core.isolation.forking import Forker
 from exportlens.core.isolation.hooks import SpeedUp
-from exportlens.core.isolation.speedups import fakecache, preload, standby
+from exportlens.core.isolation.speedups import fakecache, framestack, hotpages, preload, standby
+from exportlens.core.isolation.speedups.switches import State
+
+
+def states() -> list[tuple[str, State]]:
+    """Every speed-up's state here (``switches``), in the order the docs list them."""
+    return [
+        ("standby job", standby.STATE),
+        ("hot pages", hotpages.STATE),
+        ("fake-tensor answers", fakecache.STATE),
+        ("preloading", preload.STATE),
+        ("frame stack", framestack.state()),
+    ]
 
 
 def fork_starter(forker: Forker) -> Forker | standby.ForkStandby:

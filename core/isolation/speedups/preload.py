@@ -75,13 +75,12 @@ import psutil
 from exportlens.core.disk.states import library_state
 from exportlens.core.export import libraries, library_units
 from exportlens.core.isolation.capabilities import proc_listdir, proc_text
-from exportlens.core.isolation.hooks import SpeedUp, Worker
+from exportlens.core.isolation.hooks import Lessons, SpeedUp, Worker
 from exportlens.core.isolation.messages import FromWorker, Imported, Preloaded, Preloading
 from exportlens.core.isolation.speedups import fakecache, observable, preload_record, switches
 from exportlens.core.trace import mark
 
 if TYPE_CHECKING:
-    from exportlens.core.isolation.supervise import Attempt
     from exportlens.core.model.request import ExportRequest
 
 log = logging.getLogger("exportlens.preload")
@@ -519,9 +518,7 @@ class PreloadSpeedUp(SpeedUp):
         worker imports them, and the worker again after it."""
         if not batch:
             return None
-        from exportlens.core.isolation.attempts import read_model  # imports the job process, which imports this
-
-        text = request.source if request.source is not None else read_model(request.path)
+        text = worker.model_text(request)
         self.preloader.predict(text, tuple(dict.fromkeys(f for f in (os.path.dirname(request.path), request.root) if f)))
         if not self.preloader.new_libraries:
             return None
@@ -529,7 +526,7 @@ class PreloadSpeedUp(SpeedUp):
         worker.drop_standbys(forks_only=True)  # they would lack what is imported now
         return self.preloader.step(lambda: worker.exiting, new_only=True)
 
-    def learn(self, attempt: Attempt, forked: bool) -> None:
+    def learn(self, attempt: Lessons, forked: bool) -> None:
         if attempt.imported is not None:
             self.preloader.learn(attempt.imported)
 

@@ -38,16 +38,3 @@ def decide(variable: str, lacking: str | None = None, gains: str = "") -> State:
     if lacking is not None:
         return State(False, f"off: {lacking}")
     return State(True, f"on{': ' + gains if gains else ''} (${variable}=0 turns it off)")
-
-
-def states() -> list[tuple[str, State]]:
-    """Every speed-up's state here, in the order the docs list them."""
-    from exportlens.core.isolation.speedups import fakecache, framestack, hotpages, preload, standby
-
-    return [
-        ("standby job", standby.STATE),
-        ("hot pages", hotpages.STATE),
-        ("fake-tensor answers", fakecache.STATE),
-        ("preloading", preload.STATE),
-        ("frame stack", framestack.state()),
-    ]
