@@ -60,31 +60,8 @@ PRELOAD_WAIT_S = 120.0  # at most, for the worker to preload transformers after 
 PRELOAD_QUIET_S = 3.0  # and then no more preloading for this long (a family's own modules come later)
 MARK = "@@ "  # the child's answers on its stdout
 
-PLAIN = """import torch
-from torch import nn
-
-
-class Small(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.relu(self.fc(x)) + 1
-
-
-model = Small().eval()
-example_args = (torch.randn(2, 8),)
-"""
-
-BERT = """import torch
-from transformers import BertConfig, BertModel
-
-config = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=37, max_position_embeddings=64)
-model = BertModel(config).eval()
-example_args = (torch.randint(0, 128, (2, 8)),)
-"""
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_libraries import BERT, PLAIN  # noqa: E402  (the same models as its rows)
 
 # Blocks nested in blocks: the export's calls go deep in Python frames and back.
 DEEP = """import torch
