@@ -94,7 +94,7 @@ class Forker:
     def fork(self, child: Callable[[int, int, int], None], keep: tuple[int, ...] = ()) -> Job:
         """Fork a job process running ``child(events_w, output_w, dump_fd)``. Of the
         worker's own descriptors it keeps stdin, stdout, stderr, those three and
-        ``keep``, and closes every other one (``close_all_but``)."""
+        ``keep``, and closes every other pipe, memfd and epoll (``close_all_but``)."""
         events_r, events_w = os.pipe()
         output_r, output_w = os.pipe()
         dump_fd = dump_file()
